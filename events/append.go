@@ -1,0 +1,241 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// MaxEventBytes bounds one encoded event: an object (at most 1 MiB) plus the
+// event's own fields.
+const MaxEventBytes = 1<<20 + 64<<10
+
+// MaxBatch is the most events one atomic AppendBatch can hold (the server's
+// atomic batch limit).
+const MaxBatch = 1000
+
+var (
+	// ErrConflict means an append's expected version was not the key's
+	// latest: someone else wrote the key since it was read.
+	ErrConflict = errors.New("conflict: the object changed since it was read")
+	// ErrNotFound means no event matched.
+	ErrNotFound = errors.New("not found")
+	// ErrTooLarge means an encoded event exceeds MaxEventBytes.
+	ErrTooLarge = errors.New("event too large")
+)
+
+const (
+	hdrMsgID        = "Nats-Msg-Id"
+	hdrExpectSeq    = "Nats-Expected-Last-Subject-Sequence"
+	hdrExpectSubj   = "Nats-Expected-Last-Subject-Sequence-Subject"
+	hdrBatchID      = "Nats-Batch-Id"
+	hdrBatchSeq     = "Nats-Batch-Sequence"
+	hdrBatchCommit  = "Nats-Batch-Commit"
+	anyVersionValue = ^uint64(0)
+)
+
+// AnyVersion, as an Entry's Expect, appends without a concurrency check.
+const AnyVersion = anyVersionValue
+
+// Entry is one event to append. Expect is the resourceVersion the writer
+// read: the log sequence of the key's last event, 0 for a key with no events,
+// or AnyVersion to skip the check. The event's Id is its dedupe id; an empty
+// Id gets a fresh unique one.
+type Entry struct {
+	Event  *schemas.Event
+	Expect uint64
+}
+
+// Result is what the log says about one appended entry.
+type Result struct {
+	Sequence uint64
+	// Duplicate is true when the event id was already in the dedupe window:
+	// nothing new was stored and Sequence is the original's.
+	Duplicate bool
+}
+
+func (l *Log) msg(e Entry) (*nats.Msg, error) {
+	ev := e.Event
+	if ev.GetKey() == nil {
+		return nil, errors.New("append: event has no key")
+	}
+	if ev.Id == "" {
+		ev.Id = nuid.Next()
+	}
+	data, err := proto.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("append %s: encode: %w", keyTokens(ev.Key), err)
+	}
+	if len(data) > MaxEventBytes {
+		return nil, fmt.Errorf("append %s: %w: %d bytes, limit %d", keyTokens(ev.Key), ErrTooLarge, len(data), MaxEventBytes)
+	}
+	m := nats.NewMsg(InputSubject(ev.Key))
+	m.Data = data
+	m.Header.Set(hdrMsgID, ev.Id)
+	if e.Expect != AnyVersion {
+		m.Header.Set(hdrExpectSeq, strconv.FormatUint(e.Expect, 10))
+		// The check must see the stored subject, which carries the
+		// partition; the wildcard spares writers computing it.
+		m.Header.Set(hdrExpectSubj, KeyFilter(ev.Key))
+	}
+	return m, nil
+}
+
+// Append stores one event and waits for the log to acknowledge it.
+func (l *Log) Append(ctx context.Context, e Entry) (Result, error) {
+	m, err := l.msg(e)
+	if err != nil {
+		return Result{}, err
+	}
+	ack, err := l.js.PublishMsg(ctx, m)
+	if err != nil {
+		return Result{}, fmt.Errorf("append %s: %w", keyTokens(e.Event.Key), translate(err))
+	}
+	return Result{Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// AppendBatch stores entries atomically: either every entry is stored, in
+// order and with contiguous sequences, or none is (a failed concurrency check
+// on any entry rejects the whole batch with ErrConflict). At most MaxBatch
+// entries.
+func (l *Log) AppendBatch(ctx context.Context, entries []Entry) ([]Result, error) {
+	switch {
+	case len(entries) == 0:
+		return nil, nil
+	case len(entries) == 1:
+		r, err := l.Append(ctx, entries[0])
+		return []Result{r}, err
+	case len(entries) > MaxBatch:
+		return nil, fmt.Errorf("append batch: %d entries, at most %d in one atomic batch", len(entries), MaxBatch)
+	}
+	msgs := make([]*nats.Msg, len(entries))
+	for i, e := range entries {
+		m, err := l.msg(e)
+		if err != nil {
+			return nil, err
+		}
+		msgs[i] = m
+	}
+	id := nuid.Next()
+	for i, m := range msgs {
+		m.Header.Set(hdrBatchID, id)
+		m.Header.Set(hdrBatchSeq, strconv.Itoa(i+1))
+		if i < len(msgs)-1 {
+			if err := l.nc.PublishMsg(m); err != nil {
+				return nil, fmt.Errorf("append batch: %w", err)
+			}
+		}
+	}
+	commit := msgs[len(msgs)-1]
+	commit.Header.Set(hdrBatchCommit, "1")
+	resp, err := l.nc.RequestMsgWithContext(ctx, commit)
+	if err != nil {
+		return nil, fmt.Errorf("append batch: commit: %w", err)
+	}
+	var ack struct {
+		Stream   string    `json:"stream"`
+		Sequence uint64    `json:"seq"`
+		Count    uint64    `json:"count"`
+		Error    *apiError `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &ack); err != nil {
+		return nil, fmt.Errorf("append batch: bad acknowledgement %q: %w", resp.Data, err)
+	}
+	if ack.Error != nil {
+		return nil, fmt.Errorf("append batch: %w", ack.Error.err())
+	}
+	if ack.Count != uint64(len(entries)) {
+		return nil, fmt.Errorf("append batch: log stored %d of %d events", ack.Count, len(entries))
+	}
+	out := make([]Result, len(entries))
+	for i := range out {
+		out[i].Sequence = ack.Sequence - uint64(len(entries)-1-i)
+	}
+	return out, nil
+}
+
+// AppendAsync pipelines entries without waiting for each acknowledgement,
+// then waits for all of them. Unlike AppendBatch it is not atomic: each entry
+// succeeds or fails on its own, reported in errs (nil when all succeeded).
+// It is the fast path for writers whose entries are independent, such as a
+// bridge relaying watch events.
+func (l *Log) AppendAsync(ctx context.Context, entries []Entry) (results []Result, errs []error) {
+	futures := make([]jetstream.PubAckFuture, len(entries))
+	results = make([]Result, len(entries))
+	var failed []error
+	fail := func(i int, err error) {
+		if errs == nil {
+			errs = make([]error, len(entries))
+		}
+		errs[i] = err
+		failed = append(failed, err)
+	}
+	for i, e := range entries {
+		m, err := l.msg(e)
+		if err != nil {
+			fail(i, err)
+			continue
+		}
+		f, err := l.js.PublishMsgAsync(m)
+		if err != nil {
+			fail(i, fmt.Errorf("append %s: %w", keyTokens(e.Event.Key), translate(err)))
+			continue
+		}
+		futures[i] = f
+	}
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		select {
+		case ack := <-f.Ok():
+			results[i] = Result{Sequence: ack.Sequence, Duplicate: ack.Duplicate}
+		case err := <-f.Err():
+			fail(i, fmt.Errorf("append %s: %w", keyTokens(entries[i].Event.Key), translate(err)))
+		case <-ctx.Done():
+			fail(i, ctx.Err())
+		}
+	}
+	return results, errs
+}
+
+type apiError struct {
+	Code        int    `json:"code"`
+	ErrCode     int    `json:"err_code"`
+	Description string `json:"description"`
+}
+
+func (e *apiError) err() error {
+	if isConflictCode(e.ErrCode) {
+		return fmt.Errorf("%w (%s)", ErrConflict, e.Description)
+	}
+	return fmt.Errorf("%s (code %d)", e.Description, e.ErrCode)
+}
+
+func isConflictCode(code int) bool {
+	return code == int(jetstream.JSErrCodeStreamWrongLastSequence) ||
+		code == int(jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// translate maps JetStream errors to the package's sentinels.
+func translate(err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		if isConflictCode(int(apiErr.ErrorCode)) {
+			return fmt.Errorf("%w (%s)", ErrConflict, apiErr.Description)
+		}
+		if apiErr.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+			return ErrNotFound
+		}
+	}
+	return err
+}

@@ -1,0 +1,110 @@
+// Package embedded runs the NATS server with JetStream inside the jetplane
+// process: the default single-process deployment and every test's log.
+// It listens on loopback unless told otherwise and hands out in-process
+// connections, which skip the network stack entirely.
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// Config configures the embedded server.
+type Config struct {
+	// StoreDir holds JetStream's files. Required.
+	StoreDir string
+	// Host to listen on for outside clients; default 127.0.0.1.
+	Host string
+	// Port for outside clients; 0 picks the NATS default 4222, -1 a free port.
+	Port int
+	// SyncAlways fsyncs every write before acknowledging it. Without it the
+	// server fsyncs every SyncInterval (default 2 min), and a machine crash
+	// (not a process crash) can lose the writes of the last interval.
+	SyncAlways bool
+	// SyncInterval overrides the periodic fsync interval when SyncAlways is off.
+	SyncInterval time.Duration
+	// ServerName names this node; default "jetplane".
+	ServerName string
+	// Logs makes the server log to stderr (its own format).
+	Logs bool
+}
+
+func (c Config) validate() error {
+	if c.StoreDir == "" {
+		return errors.New("embedded nats: store dir is required")
+	}
+	if c.Host != "" && net.ParseIP(c.Host) == nil && c.Host != "localhost" {
+		return fmt.Errorf("embedded nats: host %q is not an IP address", c.Host)
+	}
+	if c.SyncAlways && c.SyncInterval != 0 {
+		return errors.New("embedded nats: sync always and a sync interval exclude each other; set one")
+	}
+	return nil
+}
+
+// Server is a running embedded NATS server.
+type Server struct {
+	ns *server.Server
+}
+
+// Start starts the server and waits until it accepts connections.
+func Start(cfg Config) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	opts := &server.Options{
+		ServerName:         cfg.ServerName,
+		Host:               cfg.Host,
+		Port:               cfg.Port,
+		JetStream:          true,
+		StoreDir:           cfg.StoreDir,
+		NoSigs:             true,
+		MaxPayload:         4 << 20,
+		JetStreamMaxMemory: -1,
+		JetStreamMaxStore:  -1,
+	}
+	if opts.ServerName == "" {
+		opts.ServerName = "jetplane"
+	}
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	if cfg.SyncAlways {
+		opts.SyncAlways = true
+	}
+	if cfg.SyncInterval > 0 {
+		opts.SyncInterval = cfg.SyncInterval
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	if cfg.Logs {
+		ns.ConfigureLogger()
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		ns.Shutdown()
+		return nil, errors.New("embedded nats: not ready after 30s")
+	}
+	return &Server{ns: ns}, nil
+}
+
+// Connect opens an in-process connection to the server.
+func (s *Server) Connect(name string) (*nats.Conn, error) {
+	return nats.Connect("", nats.InProcessServer(s.ns), nats.Name(name), nats.MaxReconnects(-1))
+}
+
+// ClientURL is the URL outside clients connect to.
+func (s *Server) ClientURL() string { return s.ns.ClientURL() }
+
+// Shutdown stops the server and waits until it has stopped.
+func (s *Server) Shutdown() {
+	s.ns.Shutdown()
+	s.ns.WaitForShutdown()
+}

@@ -1,0 +1,163 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// StreamName is the name of the one stream that holds every event.
+const StreamName = "JP_EVENTS"
+
+// Config describes the log's stream. The zero value is usable: 16
+// partitions, one replica, unlimited retention, a two-minute dedupe window.
+type Config struct {
+	// Partitions splits the key space; fixed when the stream is created.
+	// An existing stream keeps its own count (see Log.Partitions).
+	Partitions int
+	// Replicas is the stream's replication factor (1, or 3 on a cluster).
+	Replicas int
+	// MaxAge drops events older than this; 0 keeps them forever.
+	MaxAge time.Duration
+	// MaxBytes caps the stream's size, dropping the oldest events; 0 is unlimited.
+	MaxBytes int64
+	// DuplicateWindow is how long an event id is remembered for dedupe.
+	DuplicateWindow time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Partitions == 0 {
+		c.Partitions = 16
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.DuplicateWindow == 0 {
+		c.DuplicateWindow = 2 * time.Minute
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Partitions < 1 || c.Partitions > 1024:
+		return fmt.Errorf("partitions: %d is out of range; use 1 to 1024", c.Partitions)
+	case c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5:
+		return fmt.Errorf("replicas: %d is not supported; use 1, 3 or 5", c.Replicas)
+	case c.MaxAge < 0 || c.MaxBytes < 0:
+		return errors.New("retention: max age and max bytes must not be negative; 0 means unlimited")
+	case c.DuplicateWindow < time.Second:
+		return fmt.Errorf("duplicate window: %s is too short; use at least 1s", c.DuplicateWindow)
+	}
+	return nil
+}
+
+// Log is the event log. It is safe for concurrent use.
+type Log struct {
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	stream     jetstream.Stream
+	partitions int
+}
+
+// Open creates the stream or brings an existing one's settings up to date,
+// idempotently, and returns the log.
+func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("events config: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	partitions := cfg.Partitions
+	if s, err := js.Stream(ctx, StreamName); err == nil {
+		// The partition count is part of every stored subject; changing it
+		// would split keys across partitions, so an existing stream keeps it.
+		if p := partitionsOf(s.CachedInfo().Config); p > 0 {
+			partitions = p
+		}
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("look up stream %s: %w", StreamName, err)
+	}
+	sc := streamConfig(cfg, partitions)
+	s, err := js.CreateOrUpdateStream(ctx, sc)
+	if err != nil {
+		return nil, fmt.Errorf("create stream %s: %w", StreamName, err)
+	}
+	return &Log{nc: nc, js: js, stream: s, partitions: partitions}, nil
+}
+
+func streamConfig(cfg Config, partitions int) jetstream.StreamConfig {
+	maxBytes := cfg.MaxBytes
+	if maxBytes == 0 {
+		maxBytes = -1
+	}
+	return jetstream.StreamConfig{
+		Name:        StreamName,
+		Description: "jetplane event log",
+		Subjects:    []string{InputPrefix + ".*.*.*"},
+		SubjectTransform: &jetstream.SubjectTransformConfig{
+			Source:      InputPrefix + ".*.*.*",
+			Destination: fmt.Sprintf("%s.{{partition(%d,1,2,3)}}.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}", StoredPrefix, partitions),
+		},
+		Retention:          jetstream.LimitsPolicy,
+		Storage:            jetstream.FileStorage,
+		Replicas:           cfg.Replicas,
+		MaxAge:             cfg.MaxAge,
+		MaxBytes:           maxBytes,
+		MaxMsgs:            -1,
+		MaxMsgSize:         MaxEventBytes,
+		Duplicates:         cfg.DuplicateWindow,
+		Discard:            jetstream.DiscardOld,
+		DenyDelete:         true,
+		DenyPurge:          true,
+		AllowDirect:        true,
+		AllowAtomicPublish: true,
+	}
+}
+
+var partitionRE = regexp.MustCompile(`partition\((\d+),`)
+
+func partitionsOf(c jetstream.StreamConfig) int {
+	if c.SubjectTransform == nil {
+		return 0
+	}
+	m := partitionRE.FindStringSubmatch(c.SubjectTransform.Destination)
+	if m == nil {
+		return 0
+	}
+	p, _ := strconv.Atoi(m[1])
+	return p
+}
+
+// Partitions is the number of partitions of the key space.
+func (l *Log) Partitions() int { return l.partitions }
+
+// Conn is the NATS connection the log uses.
+func (l *Log) Conn() *nats.Conn { return l.nc }
+
+// LastSequence is the sequence of the newest event, 0 for an empty log.
+func (l *Log) LastSequence(ctx context.Context) (uint64, error) {
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("stream info: %w", err)
+	}
+	return info.State.LastSeq, nil
+}
+
+// Count is the number of events in the log.
+func (l *Log) Count(ctx context.Context) (uint64, error) {
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("stream info: %w", err)
+	}
+	return info.State.Msgs, nil
+}

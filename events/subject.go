@@ -1,0 +1,133 @@
+package events
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jetplane/jetplane/schemas"
+)
+
+const (
+	// InputPrefix is where writers publish; the stream maps it to StoredPrefix.
+	InputPrefix = "jp.in"
+	// StoredPrefix is the prefix of every stored event subject.
+	StoredPrefix = "jp.ev"
+	// emptyToken stands for an empty field (a cluster-scoped namespace).
+	emptyToken = "_"
+)
+
+// EscapeToken maps any string to a NATS subject token, reversibly: letters,
+// digits and '-' stay, every other byte becomes ~XX (upper-case hex), and the
+// empty string becomes "_". Names may contain '.', which would otherwise split
+// the token.
+func EscapeToken(s string) string {
+	if s == "" {
+		return emptyToken
+	}
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if !plain(s[i]) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if plain(c) {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('~')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&0xf])
+	}
+	return b.String()
+}
+
+const hex = "0123456789ABCDEF"
+
+func plain(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-'
+}
+
+// ErrBadSubject is returned for a subject or token that EscapeToken could not
+// have produced.
+var ErrBadSubject = errors.New("not a jetplane event subject")
+
+// UnescapeToken reverses EscapeToken.
+func UnescapeToken(t string) (string, error) {
+	if t == emptyToken {
+		return "", nil
+	}
+	if t == "" {
+		return "", fmt.Errorf("%w: empty token", ErrBadSubject)
+	}
+	if !strings.Contains(t, "~") {
+		for i := 0; i < len(t); i++ {
+			if !plain(t[i]) {
+				return "", fmt.Errorf("%w: byte %q in token %q", ErrBadSubject, t[i], t)
+			}
+		}
+		return t, nil
+	}
+	out := make([]byte, 0, len(t))
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		switch {
+		case plain(c):
+			out = append(out, c)
+		case c == '~' && i+2 < len(t):
+			v, err := strconv.ParseUint(t[i+1:i+3], 16, 8)
+			if err != nil || strings.ToUpper(t[i+1:i+3]) != t[i+1:i+3] || plain(byte(v)) {
+				// Only the canonical form is accepted, so that every key
+				// has exactly one subject.
+				return "", fmt.Errorf("%w: bad escape %q in token %q", ErrBadSubject, t[i:i+3], t)
+			}
+			out = append(out, byte(v))
+			i += 2
+		default:
+			return "", fmt.Errorf("%w: byte %q in token %q", ErrBadSubject, c, t)
+		}
+	}
+	return string(out), nil
+}
+
+func keyTokens(k *schemas.ObjectKey) string {
+	return EscapeToken(k.GetKind()) + "." + EscapeToken(k.GetNamespace()) + "." + EscapeToken(k.GetName())
+}
+
+// InputSubject is the subject a writer publishes an event of key k on.
+func InputSubject(k *schemas.ObjectKey) string { return InputPrefix + "." + keyTokens(k) }
+
+// KeyFilter is the stored-subject filter matching every event of key k,
+// whatever its partition.
+func KeyFilter(k *schemas.ObjectKey) string { return StoredPrefix + ".*." + keyTokens(k) }
+
+// PartitionFilter matches every stored event of partition p.
+func PartitionFilter(p int) string { return StoredPrefix + "." + strconv.Itoa(p) + ".>" }
+
+// ParseSubject splits a stored subject into its partition and key.
+func ParseSubject(subject string) (int, *schemas.ObjectKey, error) {
+	parts := strings.Split(subject, ".")
+	if len(parts) != 6 || parts[0]+"."+parts[1] != StoredPrefix {
+		return 0, nil, fmt.Errorf("%w: %q", ErrBadSubject, subject)
+	}
+	p, err := strconv.Atoi(parts[2])
+	if err != nil || p < 0 {
+		return 0, nil, fmt.Errorf("%w: partition %q in %q", ErrBadSubject, parts[2], subject)
+	}
+	var k schemas.ObjectKey
+	for i, dst := range []*string{&k.Kind, &k.Namespace, &k.Name} {
+		if *dst, err = UnescapeToken(parts[3+i]); err != nil {
+			return 0, nil, err
+		}
+	}
+	return p, &k, nil
+}
