@@ -204,7 +204,7 @@ type Snapshot struct {
 	// sequence is the last log sequence folded into objects.
 	Sequence      uint64                 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	Time          *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
-	Objects       []*Object              `protobuf:"bytes,3,rep,name=objects,proto3" json:"objects,omitempty"`
+	Entries       []*SnapshotEntry       `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -253,9 +253,62 @@ func (x *Snapshot) GetTime() *timestamppb.Timestamp {
 	return nil
 }
 
-func (x *Snapshot) GetObjects() []*Object {
+func (x *Snapshot) GetEntries() []*SnapshotEntry {
 	if x != nil {
-		return x.Objects
+		return x.Entries
+	}
+	return nil
+}
+
+// SnapshotEntry is one key and its object.
+type SnapshotEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           *ObjectKey             `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Object        *Object                `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotEntry) Reset() {
+	*x = SnapshotEntry{}
+	mi := &file_jetplane_v1_event_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotEntry) ProtoMessage() {}
+
+func (x *SnapshotEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_jetplane_v1_event_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotEntry.ProtoReflect.Descriptor instead.
+func (*SnapshotEntry) Descriptor() ([]byte, []int) {
+	return file_jetplane_v1_event_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SnapshotEntry) GetKey() *ObjectKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *SnapshotEntry) GetObject() *Object {
+	if x != nil {
+		return x.Object
 	}
 	return nil
 }
@@ -273,11 +326,14 @@ const file_jetplane_v1_event_proto_rawDesc = "" +
 	"\x05actor\x18\x05 \x01(\tR\x05actor\x12.\n" +
 	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
 	"\x05cause\x18\a \x01(\tR\x05cause\x12\x1a\n" +
-	"\bsequence\x18\b \x01(\x04R\bsequence\"\x85\x01\n" +
+	"\bsequence\x18\b \x01(\x04R\bsequence\"\x8c\x01\n" +
 	"\bSnapshot\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
-	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12-\n" +
-	"\aobjects\x18\x03 \x03(\v2\x13.jetplane.v1.ObjectR\aobjects*\xc8\x01\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x124\n" +
+	"\aentries\x18\x03 \x03(\v2\x1a.jetplane.v1.SnapshotEntryR\aentries\"f\n" +
+	"\rSnapshotEntry\x12(\n" +
+	"\x03key\x18\x01 \x01(\v2\x16.jetplane.v1.ObjectKeyR\x03key\x12+\n" +
+	"\x06object\x18\x02 \x01(\v2\x13.jetplane.v1.ObjectR\x06object*\xc8\x01\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12EVENT_TYPE_APPLIED\x10\x01\x12\x1f\n" +
@@ -300,27 +356,30 @@ func file_jetplane_v1_event_proto_rawDescGZIP() []byte {
 }
 
 var file_jetplane_v1_event_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jetplane_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_jetplane_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_jetplane_v1_event_proto_goTypes = []any{
 	(EventType)(0),                // 0: jetplane.v1.EventType
 	(*Event)(nil),                 // 1: jetplane.v1.Event
 	(*Snapshot)(nil),              // 2: jetplane.v1.Snapshot
-	(*ObjectKey)(nil),             // 3: jetplane.v1.ObjectKey
-	(*Object)(nil),                // 4: jetplane.v1.Object
-	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(*SnapshotEntry)(nil),         // 3: jetplane.v1.SnapshotEntry
+	(*ObjectKey)(nil),             // 4: jetplane.v1.ObjectKey
+	(*Object)(nil),                // 5: jetplane.v1.Object
+	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
 }
 var file_jetplane_v1_event_proto_depIdxs = []int32{
 	0, // 0: jetplane.v1.Event.type:type_name -> jetplane.v1.EventType
-	3, // 1: jetplane.v1.Event.key:type_name -> jetplane.v1.ObjectKey
-	4, // 2: jetplane.v1.Event.object:type_name -> jetplane.v1.Object
-	5, // 3: jetplane.v1.Event.time:type_name -> google.protobuf.Timestamp
-	5, // 4: jetplane.v1.Snapshot.time:type_name -> google.protobuf.Timestamp
-	4, // 5: jetplane.v1.Snapshot.objects:type_name -> jetplane.v1.Object
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	4, // 1: jetplane.v1.Event.key:type_name -> jetplane.v1.ObjectKey
+	5, // 2: jetplane.v1.Event.object:type_name -> jetplane.v1.Object
+	6, // 3: jetplane.v1.Event.time:type_name -> google.protobuf.Timestamp
+	6, // 4: jetplane.v1.Snapshot.time:type_name -> google.protobuf.Timestamp
+	3, // 5: jetplane.v1.Snapshot.entries:type_name -> jetplane.v1.SnapshotEntry
+	4, // 6: jetplane.v1.SnapshotEntry.key:type_name -> jetplane.v1.ObjectKey
+	5, // 7: jetplane.v1.SnapshotEntry.object:type_name -> jetplane.v1.Object
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_jetplane_v1_event_proto_init() }
@@ -335,7 +394,7 @@ func file_jetplane_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jetplane_v1_event_proto_rawDesc), len(file_jetplane_v1_event_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,58 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// SnapshotBucket is the object store bucket that holds projection snapshots.
+const SnapshotBucket = "JP_SNAPSHOTS"
+
+// Blobs is a bucket of named blobs in the NATS object store, chunked so that
+// blobs may be far larger than a message.
+type Blobs struct {
+	os jetstream.ObjectStore
+}
+
+// Blobs opens (creating if needed) an object store bucket with the log's
+// replication.
+func (l *Log) Blobs(ctx context.Context, bucket string) (*Blobs, error) {
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", bucket, err)
+	}
+	os, err := l.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket:      bucket,
+		Description: "jetplane " + bucket,
+		Replicas:    info.Config.Replicas,
+		Storage:     jetstream.FileStorage,
+		Compression: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", bucket, err)
+	}
+	return &Blobs{os: os}, nil
+}
+
+// Put stores data under name, replacing what was there.
+func (b *Blobs) Put(ctx context.Context, name string, data []byte) error {
+	if _, err := b.os.PutBytes(ctx, name, data); err != nil {
+		return fmt.Errorf("put %s: %w", name, err)
+	}
+	return nil
+}
+
+// Get returns the blob stored under name, or ErrNotFound.
+func (b *Blobs) Get(ctx context.Context, name string) ([]byte, error) {
+	data, err := b.os.GetBytes(ctx, name)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, fmt.Errorf("get %s: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", name, err)
+	}
+	return data, nil
+}

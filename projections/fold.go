@@ -1,0 +1,106 @@
+package projections
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// Goals an object's status can hold.
+const (
+	GoalExists  = "exists"
+	GoalDeleted = "deleted"
+)
+
+// Fold returns the state of one key after ev, given its state before (nil
+// when the key is absent). A nil result means the key is absent afterwards.
+//
+// Fold is pure and deterministic: it reads nothing but its arguments, so the
+// log replayed from sequence 1 always reaches the state the live fold
+// reached. It never mutates cur (objects in a Store are shared with readers
+// and must stay immutable); it may take ownership of ev.Object.
+//
+// Every event of a present key sets resourceVersion to the event's sequence.
+// Events the fold cannot use (no object where one is needed, a status for an
+// absent key) leave the state unchanged, so a malformed event from an
+// outside publisher cannot corrupt it.
+func Fold(cur *schemas.Object, ev *schemas.Event) *schemas.Object {
+	switch ev.GetType() {
+	case schemas.EventType_EVENT_TYPE_APPLIED, schemas.EventType_EVENT_TYPE_OBSERVED:
+		next := ev.GetObject()
+		if next == nil {
+			return cur
+		}
+		if next.Metadata == nil {
+			next.Metadata = &schemas.ObjectMeta{}
+		}
+		next.Metadata.Name = ev.Key.GetName()
+		next.Metadata.Namespace = ev.Key.GetNamespace()
+		next.Metadata.ResourceVersion = ev.Sequence
+		// Status belongs to jetplane, not to the writer of desired state:
+		// keep what reconcilers recorded, with the goal set to exists.
+		status := cur.GetStatus()
+		switch {
+		case status == nil:
+			status = &schemas.Status{Goal: GoalExists}
+		case status.Goal != GoalExists:
+			status = proto.CloneOf(status)
+			status.Goal = GoalExists
+		}
+		next.Status = status
+		if cur != nil {
+			next.Metadata.CreationTime = cur.Metadata.GetCreationTime()
+			next.Metadata.Uid = cur.Metadata.GetUid()
+		}
+		return next
+	case schemas.EventType_EVENT_TYPE_DELETE_REQUESTED:
+		if cur == nil {
+			return nil
+		}
+		next := revise(cur, ev.Sequence)
+		if next.Metadata.DeletionTime == nil {
+			next.Metadata.DeletionTime = ev.GetTime()
+		}
+		status := proto.CloneOf(cur.GetStatus())
+		if status == nil {
+			status = &schemas.Status{}
+		}
+		status.Goal = GoalDeleted
+		next.Status = status
+		return next
+	case schemas.EventType_EVENT_TYPE_STATUS_CHANGED:
+		if cur == nil || ev.GetObject().GetStatus() == nil {
+			return cur
+		}
+		next := revise(cur, ev.Sequence)
+		status := ev.Object.Status
+		// Status writers report work; they cannot change the goal.
+		status.Goal = cur.GetStatus().GetGoal()
+		next.Status = status
+		return next
+	case schemas.EventType_EVENT_TYPE_FINALIZED:
+		return nil
+	default:
+		if cur == nil {
+			return nil
+		}
+		return revise(cur, ev.Sequence)
+	}
+}
+
+// revise returns a copy of cur at a new resourceVersion, sharing spec and
+// status (which the caller replaces, never mutates).
+func revise(cur *schemas.Object, seq uint64) *schemas.Object {
+	meta := proto.CloneOf(cur.Metadata)
+	if meta == nil {
+		meta = &schemas.ObjectMeta{}
+	}
+	meta.ResourceVersion = seq
+	return &schemas.Object{
+		ApiVersion: cur.ApiVersion,
+		Kind:       cur.Kind,
+		Metadata:   meta,
+		Spec:       cur.Spec,
+		Status:     cur.Status,
+	}
+}

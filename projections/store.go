@@ -1,0 +1,331 @@
+package projections
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// Store is the current state of every key, folded from the log, with the
+// indexes an informer cache keeps. It is safe for concurrent use. Objects it
+// returns are shared and must not be modified.
+type Store struct {
+	mu      sync.RWMutex
+	seq     uint64 // last sequence applied
+	objects map[Key]*schemas.Object
+	byKind  map[string]keySet
+	byNS    map[string]keySet
+	byGroup map[string]keySet
+	// byLabel is label key -> value -> keys.
+	byLabel map[string]map[string]keySet
+	// dependents is dependency -> keys whose dependsOn names it.
+	dependents map[Key]keySet
+
+	notify chan struct{} // closed and replaced after each Apply
+	watch  watchHub
+}
+
+type keySet map[Key]struct{}
+
+// StoreOptions tune a Store.
+type StoreOptions struct {
+	// WatchWindow is how many recent changes are kept so that watches can
+	// resume from an older resourceVersion (default 10000).
+	WatchWindow int
+}
+
+// NewStore returns an empty store.
+func NewStore(opts StoreOptions) *Store {
+	if opts.WatchWindow <= 0 {
+		opts.WatchWindow = 10000
+	}
+	return &Store{
+		objects:    map[Key]*schemas.Object{},
+		byKind:     map[string]keySet{},
+		byNS:       map[string]keySet{},
+		byGroup:    map[string]keySet{},
+		byLabel:    map[string]map[string]keySet{},
+		dependents: map[Key]keySet{},
+		notify:     make(chan struct{}),
+		watch:      newWatchHub(opts.WatchWindow),
+	}
+}
+
+// Apply folds one event into the store. Events must come in log order;
+// events at or below the store's sequence are ignored (a resumed reader may
+// deliver some twice).
+func (s *Store) Apply(ev *schemas.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ev.Sequence != 0 && ev.Sequence <= s.seq {
+		return
+	}
+	k := KeyOf(ev.Key)
+	cur := s.objects[k]
+	next := Fold(cur, ev)
+	if next != cur {
+		s.unindex(k, cur)
+		s.index(k, next)
+		s.watch.publish(change(k, cur, next, ev))
+	}
+	s.seq = ev.Sequence
+	close(s.notify)
+	s.notify = make(chan struct{})
+}
+
+func (s *Store) index(k Key, o *schemas.Object) {
+	if o == nil {
+		return
+	}
+	s.objects[k] = o
+	add(s.byKind, k.Kind, k)
+	add(s.byNS, k.Namespace, k)
+	if g := o.Metadata.GetGroup(); g != "" {
+		add(s.byGroup, g, k)
+	}
+	for lk, lv := range o.Metadata.GetLabels() {
+		vals := s.byLabel[lk]
+		if vals == nil {
+			vals = map[string]keySet{}
+			s.byLabel[lk] = vals
+		}
+		add(vals, lv, k)
+	}
+	for _, d := range o.Metadata.GetDependsOn() {
+		dk := dependencyKey(k, d)
+		set := s.dependents[dk]
+		if set == nil {
+			set = keySet{}
+			s.dependents[dk] = set
+		}
+		set[k] = struct{}{}
+	}
+}
+
+func (s *Store) unindex(k Key, o *schemas.Object) {
+	if o == nil {
+		return
+	}
+	delete(s.objects, k)
+	remove(s.byKind, k.Kind, k)
+	remove(s.byNS, k.Namespace, k)
+	if g := o.Metadata.GetGroup(); g != "" {
+		remove(s.byGroup, g, k)
+	}
+	for lk, lv := range o.Metadata.GetLabels() {
+		if vals := s.byLabel[lk]; vals != nil {
+			remove(vals, lv, k)
+			if len(vals) == 0 {
+				delete(s.byLabel, lk)
+			}
+		}
+	}
+	for _, d := range o.Metadata.GetDependsOn() {
+		dk := dependencyKey(k, d)
+		if set := s.dependents[dk]; set != nil {
+			delete(set, k)
+			if len(set) == 0 {
+				delete(s.dependents, dk)
+			}
+		}
+	}
+}
+
+// dependencyKey resolves a dependsOn entry of key k: an empty namespace
+// means k's own.
+func dependencyKey(k Key, d *schemas.ObjectKey) Key {
+	dk := KeyOf(d)
+	if dk.Namespace == "" {
+		dk.Namespace = k.Namespace
+	}
+	return dk
+}
+
+func add(m map[string]keySet, v string, k Key) {
+	set := m[v]
+	if set == nil {
+		set = keySet{}
+		m[v] = set
+	}
+	set[k] = struct{}{}
+}
+
+func remove(m map[string]keySet, v string, k Key) {
+	if set := m[v]; set != nil {
+		delete(set, k)
+		if len(set) == 0 {
+			delete(m, v)
+		}
+	}
+}
+
+// Seq is the sequence of the last event applied.
+func (s *Store) Seq() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.seq
+}
+
+// WaitFor blocks until the store has applied seq or ctx ends.
+func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
+	for {
+		s.mu.RLock()
+		done, ch := s.seq >= seq, s.notify
+		s.mu.RUnlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Get returns the object of key k, or nil.
+func (s *Store) Get(k Key) *schemas.Object {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.objects[k]
+}
+
+// Query narrows List. Empty fields match everything.
+type Query struct {
+	Kind      string
+	Namespace string
+	Group     string
+	Labels    Selector
+}
+
+func (q Query) matches(k Key, o *schemas.Object) bool {
+	return (q.Kind == "" || k.Kind == q.Kind) &&
+		(q.Namespace == "" || k.Namespace == q.Namespace) &&
+		(q.Group == "" || o.Metadata.GetGroup() == q.Group) &&
+		q.Labels.Matches(o.Metadata.GetLabels())
+}
+
+// List returns the objects matching q, ordered by key, and the sequence the
+// answer is consistent with (a watch from it misses nothing).
+func (s *Store) List(q Query) ([]*schemas.Object, uint64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	keys := s.match(q)
+	objs := make([]*schemas.Object, len(keys))
+	for i, k := range keys {
+		objs[i] = s.objects[k]
+	}
+	return objs, s.seq
+}
+
+// match returns the keys matching q, ordered. The caller holds s.mu.
+func (s *Store) match(q Query) []Key {
+	keys := s.candidates(q)
+	out := make([]Key, 0, len(keys))
+	for k := range keys {
+		if q.matches(k, s.objects[k]) {
+			out = append(out, k)
+		}
+	}
+	sortKeys(out)
+	return out
+}
+
+func sortKeys(keys []Key) {
+	slices.SortFunc(keys, func(a, b Key) int {
+		if a.less(b) {
+			return -1
+		}
+		if b.less(a) {
+			return 1
+		}
+		return 0
+	})
+}
+
+// candidates picks the smallest index that bounds q's answer.
+func (s *Store) candidates(q Query) map[Key]struct{} {
+	best := keySet(nil)
+	consider := func(set keySet) {
+		if best == nil || len(set) < len(best) {
+			best = set
+		}
+	}
+	indexed := false
+	if q.Kind != "" {
+		consider(s.byKind[q.Kind])
+		indexed = true
+	}
+	if q.Namespace != "" {
+		consider(s.byNS[q.Namespace])
+		indexed = true
+	}
+	if q.Group != "" {
+		consider(s.byGroup[q.Group])
+		indexed = true
+	}
+	if lk, lv, ok := q.Labels.equality(); ok {
+		consider(s.byLabel[lk][lv])
+		indexed = true
+	}
+	if !indexed {
+		all := make(keySet, len(s.objects))
+		for k := range s.objects {
+			all[k] = struct{}{}
+		}
+		return all
+	}
+	if best == nil {
+		return keySet{}
+	}
+	return best
+}
+
+// Dependents returns the keys whose dependsOn names k, ordered.
+func (s *Store) Dependents(k Key) []Key {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Key, 0, len(s.dependents[k]))
+	for d := range s.dependents[k] {
+		out = append(out, d)
+	}
+	sortKeys(out)
+	return out
+}
+
+// Len is the number of objects.
+func (s *Store) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.objects)
+}
+
+// Snapshot captures the whole state and the sequence it is at. The objects
+// are shared with the store (immutable); marshal them, do not modify them.
+func (s *Store) Snapshot() *schemas.Snapshot {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	keys := s.match(Query{})
+	snap := &schemas.Snapshot{Sequence: s.seq, Entries: make([]*schemas.SnapshotEntry, len(keys))}
+	for i, k := range keys {
+		snap.Entries[i] = &schemas.SnapshotEntry{Key: k.Proto(), Object: s.objects[k]}
+	}
+	return snap
+}
+
+// Restore replaces the store's state with a snapshot's.
+func (s *Store) Restore(snap *schemas.Snapshot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fresh := NewStore(StoreOptions{WatchWindow: s.watch.window})
+	for _, e := range snap.GetEntries() {
+		fresh.index(KeyOf(e.GetKey()), e.GetObject())
+	}
+	s.objects, s.byKind, s.byNS, s.byGroup, s.byLabel, s.dependents = fresh.objects, fresh.byKind, fresh.byNS, fresh.byGroup, fresh.byLabel, fresh.dependents
+	s.seq = snap.GetSequence()
+	s.watch.reset(s.seq)
+	close(s.notify)
+	s.notify = make(chan struct{})
+}

@@ -1,0 +1,134 @@
+package projections
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/jetplane/jetplane/schemas"
+)
+
+func applied(seq uint64, name string, labels map[string]string, deps ...string) *schemas.Event {
+	meta := &schemas.ObjectMeta{Labels: labels, Group: "g1"}
+	for _, d := range deps {
+		meta.DependsOn = append(meta.DependsOn, &schemas.ObjectKey{Kind: "ConfigMap", Name: d})
+	}
+	return &schemas.Event{Sequence: seq, Type: schemas.EventType_EVENT_TYPE_APPLIED,
+		Key:    &schemas.ObjectKey{Kind: "ConfigMap", Namespace: "ns", Name: name},
+		Object: &schemas.Object{ApiVersion: "v1", Kind: "ConfigMap", Metadata: meta}}
+}
+
+func typed(seq uint64, name string, t schemas.EventType) *schemas.Event {
+	return &schemas.Event{Sequence: seq, Type: t, Key: &schemas.ObjectKey{Kind: "ConfigMap", Namespace: "ns", Name: name},
+		Object: &schemas.Object{Status: &schemas.Status{Phase: "Ready"}}}
+}
+
+func TestFold(t *testing.T) {
+	s := NewStore(StoreOptions{})
+	s.Apply(applied(1, "a", map[string]string{"app": "web"}))
+	a := s.Get(Key{"ConfigMap", "ns", "a"})
+	if a.Status.Goal != GoalExists || a.Metadata.ResourceVersion != 1 {
+		t.Fatalf("after apply: %v", a)
+	}
+	s.Apply(typed(2, "a", schemas.EventType_EVENT_TYPE_STATUS_CHANGED))
+	a2 := s.Get(Key{"ConfigMap", "ns", "a"})
+	if a2.Status.Phase != "Ready" || a2.Status.Goal != GoalExists || a2.Metadata.ResourceVersion != 2 {
+		t.Fatalf("after status: %v", a2)
+	}
+	if a.Metadata.ResourceVersion != 1 || a.Status.Phase != "" {
+		t.Fatal("fold modified an object readers already held")
+	}
+	s.Apply(typed(3, "a", schemas.EventType_EVENT_TYPE_DELETE_REQUESTED))
+	if got := s.Get(Key{"ConfigMap", "ns", "a"}).Status; got.Goal != GoalDeleted || got.Phase != "Ready" {
+		t.Fatalf("after delete request: %v", got)
+	}
+	s.Apply(typed(4, "a", schemas.EventType_EVENT_TYPE_FINALIZED))
+	if s.Get(Key{"ConfigMap", "ns", "a"}) != nil || s.Len() != 0 {
+		t.Fatal("finalized key still present")
+	}
+	// A status for an absent key and a replayed old event change nothing.
+	s.Apply(typed(5, "zzz", schemas.EventType_EVENT_TYPE_STATUS_CHANGED))
+	s.Apply(applied(2, "old", nil))
+	if s.Len() != 0 || s.Seq() != 5 {
+		t.Fatalf("len %d seq %d, want 0 and 5", s.Len(), s.Seq())
+	}
+}
+
+func TestListAndDependents(t *testing.T) {
+	s := NewStore(StoreOptions{})
+	s.Apply(applied(1, "db", map[string]string{"app": "db", "tier": "back"}))
+	s.Apply(applied(2, "web", map[string]string{"app": "web", "tier": "front"}, "db"))
+	s.Apply(applied(3, "api", map[string]string{"app": "api", "tier": "back"}, "db"))
+	tests := []struct {
+		sel  string
+		want string
+	}{
+		{"", "[api db web]"},
+		{"tier=back", "[api db]"},
+		{"tier!=back", "[web]"},
+		{"app in (web, api)", "[api web]"},
+		{"app notin (web,api),tier", "[db]"},
+		{"!tier", "[]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.sel, func(t *testing.T) {
+			sel, err := ParseSelector(tt.sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs, seq := s.List(Query{Kind: "ConfigMap", Labels: sel})
+			var names []string
+			for _, o := range objs {
+				names = append(names, o.Metadata.Name)
+			}
+			if got := fmt.Sprint(names); got != tt.want && !(tt.want == "[]" && len(names) == 0) || seq != 3 {
+				t.Fatalf("list %q = %v at %d, want %s at 3", tt.sel, names, seq, tt.want)
+			}
+		})
+	}
+	if got := fmt.Sprint(s.Dependents(Key{"ConfigMap", "ns", "db"})); got != "[{ConfigMap ns api} {ConfigMap ns web}]" {
+		t.Fatalf("dependents of db = %s", got)
+	}
+	s.Apply(applied(4, "web", nil))
+	if got := len(s.Dependents(Key{"ConfigMap", "ns", "db"})); got != 1 {
+		t.Fatalf("after web drops its dependency, db has %d dependents, want 1", got)
+	}
+	for _, bad := range []string{"a in b", "=x", "a=(b)", "x notin ()"} {
+		if _, err := ParseSelector(bad); err == nil {
+			t.Errorf("ParseSelector(%q) succeeded, want an error", bad)
+		}
+	}
+}
+
+func TestWatchResumeAndGone(t *testing.T) {
+	s := NewStore(StoreOptions{WatchWindow: 3})
+	for i := uint64(1); i <= 5; i++ {
+		s.Apply(applied(i, fmt.Sprint("o", i), nil))
+	}
+	if _, _, err := s.Watch(Query{}, 1); !errors.Is(err, ErrGone) {
+		t.Fatalf("watch from 1 with a window of 3: err = %v, want ErrGone", err)
+	}
+	ch, stop, err := s.Watch(Query{}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	s.Apply(typed(6, "o1", schemas.EventType_EVENT_TYPE_FINALIZED))
+	var got []string
+	for range 3 {
+		c := <-ch
+		got = append(got, fmt.Sprintf("%s %s %d", c.Type, c.Key.Name, c.Sequence))
+	}
+	if fmt.Sprint(got) != "[ADDED o4 4 ADDED o5 5 DELETED o1 6]" {
+		t.Fatalf("watch from 3 = %v", got)
+	}
+	// From 0: the current state first.
+	ch0, stop0, err := s.Watch(Query{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop0()
+	if c := <-ch0; c.Type != Added || c.Key.Name != "o2" {
+		t.Fatalf("watch from 0 starts with %s %s, want ADDED o2", c.Type, c.Key.Name)
+	}
+}

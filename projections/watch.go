@@ -1,0 +1,165 @@
+package projections
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// ChangeType says how a key changed.
+type ChangeType string
+
+// Change types, as in a Kubernetes watch.
+const (
+	Added    ChangeType = "ADDED"
+	Modified ChangeType = "MODIFIED"
+	Deleted  ChangeType = "DELETED"
+)
+
+// Change is one key's change. Object is the state after the change, or the
+// last state (at the deleting event's sequence) for Deleted.
+type Change struct {
+	Type     ChangeType
+	Key      Key
+	Object   *schemas.Object
+	Sequence uint64
+	// Event is the event that caused the change, for logging and audit.
+	Event *schemas.Event
+}
+
+// ErrGone means a watch asked to resume from a resourceVersion older than
+// the changes the store still holds; list again and watch from the list's
+// resourceVersion.
+var ErrGone = errors.New("resourceVersion is too old")
+
+func change(k Key, cur, next *schemas.Object, ev *schemas.Event) Change {
+	c := Change{Key: k, Object: next, Sequence: ev.Sequence, Event: ev}
+	switch {
+	case cur == nil:
+		c.Type = Added
+	case next == nil:
+		c.Type = Deleted
+		c.Object = revise(cur, ev.Sequence)
+	default:
+		c.Type = Modified
+	}
+	return c
+}
+
+// watchHub keeps a window of recent changes and the live watchers. Its
+// methods are called with the Store's lock held.
+type watchHub struct {
+	window  int
+	ring    []Change // oldest first once full; next write at head
+	head    int
+	full    bool
+	floor   uint64 // watches may resume from any sequence >= floor
+	nextID  int
+	members map[int]*watcher
+}
+
+type watcher struct {
+	q  Query
+	ch chan Change
+}
+
+func newWatchHub(window int) watchHub {
+	return watchHub{window: window, ring: make([]Change, 0, min(window, 1024)), members: map[int]*watcher{}}
+}
+
+func (h *watchHub) publish(c Change) {
+	if len(h.ring) < h.window {
+		h.ring = append(h.ring, c)
+	} else {
+		h.floor = h.ring[h.head].Sequence
+		h.ring[h.head] = c
+		h.head = (h.head + 1) % h.window
+	}
+	for id, w := range h.members {
+		if !w.q.matches(c.Key, c.Object) {
+			continue
+		}
+		select {
+		case w.ch <- c:
+		default:
+			// A watcher that cannot keep up is ended rather than allowed to
+			// stall the fold; it resumes from the last sequence it saw.
+			close(w.ch)
+			delete(h.members, id)
+		}
+	}
+}
+
+func (h *watchHub) reset(seq uint64) {
+	h.ring, h.head, h.floor = h.ring[:0], 0, seq
+	for id, w := range h.members {
+		close(w.ch)
+		delete(h.members, id)
+	}
+}
+
+// since returns the changes after seq, oldest first.
+func (h *watchHub) since(seq uint64) ([]Change, error) {
+	if seq < h.floor {
+		return nil, fmt.Errorf("%w: %d is older than the oldest change kept (%d); list and watch again", ErrGone, seq, h.floor)
+	}
+	var out []Change
+	n := len(h.ring)
+	for i := range n {
+		c := h.ring[(h.head+i)%n]
+		if c.Sequence > seq {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// WatchBuffer is how many changes a watcher may fall behind before it is
+// ended.
+const WatchBuffer = 4096
+
+// Watch streams the changes of objects matching q. With from = 0 it first
+// sends every matching object as Added, then changes as they happen; with
+// from > 0 it sends the changes after sequence from (ErrGone when the store
+// no longer holds them). The channel closes when stop is called or when the
+// watcher falls more than WatchBuffer changes behind; the receiver resumes
+// from the last Sequence it saw.
+func (s *Store) Watch(q Query, from uint64) (changes <-chan Change, stop func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var backlog []Change
+	if from == 0 {
+		for _, k := range s.match(q) {
+			o := s.objects[k]
+			backlog = append(backlog, Change{Type: Added, Key: k, Object: o, Sequence: o.Metadata.GetResourceVersion()})
+		}
+	} else {
+		past, err := s.watch.since(from)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, c := range past {
+			if q.matches(c.Key, c.Object) {
+				backlog = append(backlog, c)
+			}
+		}
+	}
+	ch := make(chan Change, len(backlog)+WatchBuffer)
+	for _, c := range backlog {
+		ch <- c
+	}
+	h := &s.watch
+	id := h.nextID
+	h.nextID++
+	h.members[id] = &watcher{q: q, ch: ch}
+	stop = func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if w, ok := h.members[id]; ok {
+			close(w.ch)
+			delete(h.members, id)
+		}
+	}
+	return ch, stop, nil
+}
