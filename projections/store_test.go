@@ -86,7 +86,7 @@ func TestListAndDependents(t *testing.T) {
 			}
 		})
 	}
-	if got := fmt.Sprint(s.Dependents(Key{"ConfigMap", "ns", "db"})); got != "[{ConfigMap ns api} {ConfigMap ns web}]" {
+	if got := fmt.Sprint(s.Dependents(Key{"ConfigMap", "ns", "db"})); got != "[ConfigMap/ns/api ConfigMap/ns/web]" {
 		t.Fatalf("dependents of db = %s", got)
 	}
 	s.Apply(applied(4, "web", nil))
