@@ -31,6 +31,10 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrTooLarge means an encoded event exceeds MaxEventBytes.
 	ErrTooLarge = errors.New("event too large")
+	// ErrDuplicate means an atomic batch held an event id the log already
+	// stored within the dedupe window: the batch was a retry of one that
+	// landed, and nothing new was stored.
+	ErrDuplicate = errors.New("batch already stored")
 )
 
 const (
@@ -218,8 +222,15 @@ func (e *apiError) err() error {
 	if isConflictCode(e.ErrCode) {
 		return fmt.Errorf("%w (%s)", ErrConflict, e.Description)
 	}
+	if e.ErrCode == codeAtomicDuplicate {
+		return fmt.Errorf("%w (%s)", ErrDuplicate, e.Description)
+	}
 	return fmt.Errorf("%s (code %d)", e.Description, e.ErrCode)
 }
+
+// codeAtomicDuplicate is the server's "atomic publish batch contains
+// duplicate message id".
+const codeAtomicDuplicate = 10201
 
 func isConflictCode(code int) bool {
 	return code == int(jetstream.JSErrCodeStreamWrongLastSequence) ||

@@ -171,6 +171,17 @@ func TestAppendBatchIsAtomic(t *testing.T) {
 			t.Fatalf("batch results %+v are not contiguous after %d", res, first.Sequence)
 		}
 	}
+	// Resending a stored batch (same event ids) stores nothing.
+	for i := range batch {
+		batch[i].Expect = events.AnyVersion
+	}
+	before, _ = l.Count(ctx)
+	if _, err := l.AppendBatch(ctx, batch); !errors.Is(err, events.ErrDuplicate) {
+		t.Fatalf("resent batch: err = %v, want ErrDuplicate", err)
+	}
+	if after, _ := l.Count(ctx); after != before {
+		t.Fatalf("resent batch grew the log from %d to %d", before, after)
+	}
 }
 
 func TestReadFollowAndSequenceAt(t *testing.T) {

@@ -2,7 +2,9 @@ package projections
 
 import (
 	"context"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/jetplane/jetplane/schemas"
@@ -192,7 +194,8 @@ func (s *Store) Get(k Key) *schemas.Object {
 	return s.objects[k]
 }
 
-// Query narrows List. Empty fields match everything.
+// Query narrows List. Empty fields match everything. A Kind without a
+// group ("Deployment") matches the kind in every group ("Deployment.apps").
 type Query struct {
 	Kind      string
 	Namespace string
@@ -201,7 +204,7 @@ type Query struct {
 }
 
 func (q Query) matches(k Key, o *schemas.Object) bool {
-	return (q.Kind == "" || k.Kind == q.Kind) &&
+	return kindMatches(q.Kind, k.Kind) &&
 		(q.Namespace == "" || k.Namespace == q.Namespace) &&
 		(q.Group == "" || o.Metadata.GetGroup() == q.Group) &&
 		q.Labels.Matches(o.Metadata.GetLabels())
@@ -245,6 +248,13 @@ func sortKeys(keys []Key) {
 	})
 }
 
+func kindMatches(want, kind string) bool {
+	if want == "" || want == kind {
+		return true
+	}
+	return !strings.Contains(want, ".") && strings.HasPrefix(kind, want) && len(kind) > len(want) && kind[len(want)] == '.'
+}
+
 // candidates picks the smallest index that bounds q's answer.
 func (s *Store) candidates(q Query) map[Key]struct{} {
 	best := keySet(nil)
@@ -255,7 +265,17 @@ func (s *Store) candidates(q Query) map[Key]struct{} {
 	}
 	indexed := false
 	if q.Kind != "" {
-		consider(s.byKind[q.Kind])
+		if strings.Contains(q.Kind, ".") {
+			consider(s.byKind[q.Kind])
+		} else {
+			set := keySet{}
+			for kind, keys := range s.byKind {
+				if kindMatches(q.Kind, kind) {
+					maps.Copy(set, keys)
+				}
+			}
+			consider(set)
+		}
 		indexed = true
 	}
 	if q.Namespace != "" {

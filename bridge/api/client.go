@@ -1,0 +1,222 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Client talks to a jetplane API server. Safe for concurrent use.
+type Client struct {
+	// BaseURL is the server's address, such as http://127.0.0.1:7070.
+	BaseURL string
+	// Token is the bearer token, if the server requires one.
+	Token string
+	HTTP  *http.Client
+}
+
+// APIError is an error answered by the server.
+type APIError struct {
+	Code int
+	ErrorResponse
+}
+
+func (e *APIError) Error() string { return e.ErrorResponse.Error }
+
+// Query narrows lists and watches; empty fields match everything.
+type Query struct {
+	Kind, Namespace, Group, LabelSelector string
+}
+
+func (q Query) values() url.Values {
+	v := url.Values{}
+	for k, s := range map[string]string{"kind": q.Kind, "namespace": q.Namespace, "group": q.Group, "labelSelector": q.LabelSelector} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	return v
+}
+
+func keyValues(k Key) url.Values {
+	v := url.Values{"kind": {k.Kind}, "name": {k.Name}}
+	if k.Namespace != "" {
+		v.Set("namespace", k.Namespace)
+	}
+	return v
+}
+
+func (c *Client) httpClient() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return http.DefaultClient
+}
+
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, body io.Reader, hdr http.Header, out any) error {
+	u := strings.TrimRight(c.BaseURL, "/") + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return err
+	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.httpClient().Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w (is `jetplane serve` running there?)", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return decodeError(resp)
+	}
+	if out == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	if raw, ok := out.(*json.RawMessage); ok {
+		*raw, err = io.ReadAll(resp.Body)
+		return err
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+func decodeError(resp *http.Response) error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	e := &APIError{Code: resp.StatusCode}
+	if json.Unmarshal(data, &e.ErrorResponse) != nil || e.ErrorResponse.Error == "" {
+		e.ErrorResponse.Error = fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
+	}
+	return e
+}
+
+// Apply sends manifests (YAML or JSON, several documents allowed). source
+// names them in error messages; idempotencyKey may be empty.
+func (c *Client) Apply(ctx context.Context, source string, manifests []byte, idempotencyKey string) (*ApplyResponse, error) {
+	hdr := http.Header{"Content-Type": {"application/yaml"}}
+	if idempotencyKey != "" {
+		hdr.Set("Idempotency-Key", idempotencyKey)
+	}
+	var out ApplyResponse
+	q := url.Values{}
+	if source != "" {
+		q.Set("source", source)
+	}
+	return &out, c.do(ctx, http.MethodPost, "/v1/apply", q, bytes.NewReader(manifests), hdr, &out)
+}
+
+// Get returns one object as JSON.
+func (c *Client) Get(ctx context.Context, k Key) (json.RawMessage, error) {
+	var raw json.RawMessage
+	return raw, c.do(ctx, http.MethodGet, "/v1/object", keyValues(k), nil, nil, &raw)
+}
+
+// List returns the objects matching q.
+func (c *Client) List(ctx context.Context, q Query) (*ListResponse, error) {
+	var out ListResponse
+	return &out, c.do(ctx, http.MethodGet, "/v1/objects", q.values(), nil, nil, &out)
+}
+
+// Delete requests deletion of one object.
+func (c *Client) Delete(ctx context.Context, k Key) (*ApplyResponse, error) {
+	var out ApplyResponse
+	return &out, c.do(ctx, http.MethodDelete, "/v1/object", keyValues(k), nil, nil, &out)
+}
+
+// History returns every event of one key.
+func (c *Client) History(ctx context.Context, k Key) (*HistoryResponse, error) {
+	var out HistoryResponse
+	return &out, c.do(ctx, http.MethodGet, "/v1/history", keyValues(k), nil, nil, &out)
+}
+
+// StateAt returns the objects matching q as of at: a sequence number or an
+// RFC 3339 time.
+func (c *Client) StateAt(ctx context.Context, at string, q Query) (*ListResponse, error) {
+	v := q.values()
+	v.Set("at", at)
+	var out ListResponse
+	return &out, c.do(ctx, http.MethodGet, "/v1/state", v, nil, nil, &out)
+}
+
+// Watch streams changes matching q after resourceVersion from (0: the
+// current objects first) to fn until ctx ends or fn returns an error. When
+// the stream breaks it resumes from the last resourceVersion seen.
+func (c *Client) Watch(ctx context.Context, q Query, from uint64, fn func(WatchEvent) error) error {
+	for {
+		err := c.watchOnce(ctx, q, &from, fn)
+		var apiErr *APIError
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.As(err, &apiErr), errors.Is(err, errStopWatch):
+			return err
+		case err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
+			// A network error: retry after a pause, as the stream would.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+var errStopWatch = errors.New("watch stopped by handler")
+
+func (c *Client) watchOnce(ctx context.Context, q Query, from *uint64, fn func(WatchEvent) error) error {
+	v := q.values()
+	if *from > 0 {
+		v.Set("resourceVersion", strconv.FormatUint(*from, 10))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.BaseURL, "/")+"/v1/watch?"+v.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.httpClient().Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return decodeError(resp)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var we WatchEvent
+		if err := json.Unmarshal([]byte(data), &we); err != nil {
+			return fmt.Errorf("watch: bad event: %w", err)
+		}
+		if err := fn(we); err != nil {
+			return fmt.Errorf("%w: %w", errStopWatch, err)
+		}
+		*from = we.ResourceVersion
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return io.EOF
+}

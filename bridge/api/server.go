@@ -1,0 +1,445 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/jetplane/jetplane/bridge/gate"
+	"github.com/jetplane/jetplane/bridge/manifest"
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// MaxBodyBytes bounds an apply request body.
+const MaxBodyBytes = 64 << 20
+
+// Log is what the API reads from the log directly.
+type Log interface {
+	projections.Log
+	History(ctx context.Context, key *schemas.ObjectKey) ([]*schemas.Event, error)
+	SequenceAt(ctx context.Context, t time.Time) (uint64, error)
+}
+
+var _ Log = (*events.Log)(nil)
+
+// Config configures a Server.
+type Config struct {
+	Gate  *gate.Gate
+	Store *projections.Store
+	Log   Log
+	// Blobs holds snapshots, which speed up state-at; may be nil.
+	Blobs projections.Blobs
+	// Ready returns nil when the server can answer (projection caught up,
+	// log reachable), else why not.
+	Ready func() error
+	// Tokens maps bearer tokens to user names. Empty disables
+	// authentication: every request acts as "anonymous".
+	Tokens map[string]string
+	// Registerer receives the API's metrics; Gatherer serves /metrics.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	Logger     *slog.Logger
+}
+
+// Server is the HTTP API. It is an http.Handler.
+type Server struct {
+	cfg     Config
+	mux     *http.ServeMux
+	reqs    *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+}
+
+// New validates cfg and builds the handler.
+func New(cfg Config) (*Server, error) {
+	if cfg.Gate == nil || cfg.Store == nil || cfg.Log == nil {
+		return nil, errors.New("api: gate, store and log are required")
+	}
+	if cfg.Ready == nil {
+		cfg.Ready = func() error { return nil }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registerer == nil {
+		reg := prometheus.NewRegistry()
+		cfg.Registerer, cfg.Gatherer = reg, reg
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	s.reqs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jetplane_api_requests_total", Help: "API requests by route and status code.",
+	}, []string{"route", "code"})
+	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "jetplane_api_request_seconds", Help: "API request duration by route (watch excluded).",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+	}, []string{"route"})
+	for _, c := range []prometheus.Collector{s.reqs, s.latency} {
+		if err := cfg.Registerer.Register(c); err != nil {
+			return nil, fmt.Errorf("api metrics: %w", err)
+		}
+	}
+	s.route("POST /v1/apply", s.apply)
+	s.route("GET /v1/objects", s.list)
+	s.route("GET /v1/object", s.get)
+	s.route("DELETE /v1/object", s.delete)
+	s.route("GET /v1/history", s.history)
+	s.route("GET /v1/state", s.state)
+	s.route("GET /v1/watch", s.watch)
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	if cfg.Gatherer != nil {
+		s.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+	}
+	return s, nil
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+type handler func(w http.ResponseWriter, r *http.Request, actor string) error
+
+// statusWriter remembers the status code for metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *Server) route(pattern string, h handler) {
+	name := pattern[strings.Index(pattern, " ")+1:]
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		actor, ok := s.authenticate(r)
+		var err error
+		if !ok {
+			err = httpError(http.StatusUnauthorized, "missing or unknown bearer token; pass one with --token or JETPLANE_TOKEN")
+		} else if ready := s.cfg.Ready(); ready != nil && name != "/v1/history" {
+			err = httpError(http.StatusServiceUnavailable, "not ready: "+ready.Error())
+		} else {
+			err = h(sw, r, actor)
+		}
+		if err != nil {
+			s.writeError(sw, r, err)
+		}
+		s.reqs.WithLabelValues(name, strconv.Itoa(sw.code)).Inc()
+		if name != "/v1/watch" {
+			s.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		}
+	})
+}
+
+func (s *Server) authenticate(r *http.Request) (actor string, ok bool) {
+	if len(s.cfg.Tokens) == 0 {
+		return "user/anonymous", true
+	}
+	tok, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !found {
+		return "", false
+	}
+	for t, name := range s.cfg.Tokens {
+		if subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
+			return "user/" + name, true
+		}
+	}
+	return "", false
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := s.cfg.Ready(); err != nil {
+		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+type statusError struct {
+	code    int
+	msg     string
+	details []ErrorDetail
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+func httpError(code int, msg string) error { return &statusError{code: code, msg: msg} }
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	resp := ErrorResponse{Error: err.Error()}
+	code := http.StatusInternalServerError
+	var se *statusError
+	var merrs manifest.Errors
+	var merr *manifest.Error
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &se):
+		code, resp.Details = se.code, se.details
+	case errors.As(err, &merrs):
+		code = http.StatusBadRequest
+		for _, e := range merrs {
+			resp.Details = append(resp.Details, detail(e))
+		}
+	case errors.As(err, &merr):
+		code = http.StatusBadRequest
+		resp.Details = []ErrorDetail{detail(merr)}
+	case errors.As(err, &tooBig):
+		code = http.StatusRequestEntityTooLarge
+		resp.Error = fmt.Sprintf("request body is over %d bytes; split the manifests into several applies", tooBig.Limit)
+	case errors.Is(err, gate.ErrInvalid):
+		code = http.StatusBadRequest
+	case errors.Is(err, gate.ErrNotFound), errors.Is(err, events.ErrNotFound):
+		code = http.StatusNotFound
+	case errors.Is(err, events.ErrConflict):
+		code = http.StatusConflict
+	case errors.Is(err, projections.ErrGone):
+		code = http.StatusGone
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		code = http.StatusServiceUnavailable
+	}
+	if code >= 500 {
+		s.cfg.Logger.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+func detail(e *manifest.Error) ErrorDetail {
+	return ErrorDetail{Source: e.Source, Document: e.Doc, Field: e.Field, Reason: e.Reason}
+}
+
+func writeJSON(w http.ResponseWriter, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) apply(w http.ResponseWriter, r *http.Request, actor string) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		return err
+	}
+	source := r.URL.Query().Get("source")
+	if source == "" {
+		source = "request body"
+	}
+	objs, err := manifest.Decode(source, body)
+	if err != nil {
+		return err
+	}
+	if len(objs) == 0 {
+		return httpError(http.StatusBadRequest, "no objects in the request body; send one or more manifests (YAML or JSON)")
+	}
+	outcomes, err := s.cfg.Gate.Apply(r.Context(), actor, objs, r.Header.Get("Idempotency-Key"))
+	if err != nil {
+		return err
+	}
+	resp := ApplyResponse{Results: make([]ApplyResult, len(outcomes))}
+	for i, o := range outcomes {
+		resp.Results[i] = ApplyResult{Key: wireKey(o.Key), Action: string(o.Action), Object: rawObject(o.Object)}
+	}
+	return writeJSON(w, resp)
+}
+
+func wireKey(k projections.Key) Key { return Key{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name} }
+
+func keyParam(r *http.Request) (projections.Key, error) {
+	q := r.URL.Query()
+	k := projections.Key{Kind: q.Get("kind"), Namespace: q.Get("namespace"), Name: q.Get("name")}
+	if k.Kind == "" || k.Name == "" {
+		return k, httpError(http.StatusBadRequest, "query parameters kind and name are required (namespace too, for namespaced objects)")
+	}
+	return k, nil
+}
+
+func queryParam(r *http.Request) (projections.Query, error) {
+	q := r.URL.Query()
+	sel, err := projections.ParseSelector(q.Get("labelSelector"))
+	if err != nil {
+		return projections.Query{}, httpError(http.StatusBadRequest, err.Error())
+	}
+	return projections.Query{Kind: q.Get("kind"), Namespace: q.Get("namespace"), Group: q.Get("group"), Labels: sel}, nil
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request, _ string) error {
+	k, err := keyParam(r)
+	if err != nil {
+		return err
+	}
+	o := s.cfg.Store.Get(k)
+	if o == nil && !strings.Contains(k.Kind, ".") {
+		// A bare kind names the kind in any group, when only one matches.
+		objs, _ := s.cfg.Store.List(projections.Query{Kind: k.Kind, Namespace: k.Namespace})
+		var found []*schemas.Object
+		for _, c := range objs {
+			if c.GetMetadata().GetName() == k.Name && c.GetMetadata().GetNamespace() == k.Namespace {
+				found = append(found, c)
+			}
+		}
+		if len(found) > 1 {
+			return httpError(http.StatusBadRequest, fmt.Sprintf("kind %q matches %d groups; name the group, such as %s.apps", k.Kind, len(found), k.Kind))
+		}
+		if len(found) == 1 {
+			o = found[0]
+		}
+	}
+	if o == nil {
+		return httpError(http.StatusNotFound, fmt.Sprintf("%s not found", k))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, err = w.Write(rawObject(o))
+	return err
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request, _ string) error {
+	q, err := queryParam(r)
+	if err != nil {
+		return err
+	}
+	objs, seq := s.cfg.Store.List(q)
+	return writeJSON(w, listResponse(objs, seq))
+}
+
+func listResponse(objs []*schemas.Object, seq uint64) ListResponse {
+	resp := ListResponse{ResourceVersion: seq, Items: make([]json.RawMessage, len(objs))}
+	for i, o := range objs {
+		resp.Items[i] = rawObject(o)
+	}
+	return resp
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request, actor string) error {
+	k, err := keyParam(r)
+	if err != nil {
+		return err
+	}
+	out, err := s.cfg.Gate.Delete(r.Context(), actor, k, r.Header.Get("Idempotency-Key"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, ApplyResponse{Results: []ApplyResult{{Key: wireKey(out.Key), Action: string(out.Action), Object: rawObject(out.Object)}}})
+}
+
+func (s *Server) history(w http.ResponseWriter, r *http.Request, _ string) error {
+	k, err := keyParam(r)
+	if err != nil {
+		return err
+	}
+	evs, err := s.cfg.Log.History(r.Context(), k.Proto())
+	if err != nil {
+		return err
+	}
+	if len(evs) == 0 {
+		return httpError(http.StatusNotFound, fmt.Sprintf("%s has no history", k))
+	}
+	resp := HistoryResponse{Events: make([]json.RawMessage, len(evs))}
+	for i, ev := range evs {
+		resp.Events[i] = rawEvent(ev)
+	}
+	return writeJSON(w, resp)
+}
+
+// state answers the state as of ?at=SEQ or ?at=RFC3339-time.
+func (s *Server) state(w http.ResponseWriter, r *http.Request, _ string) error {
+	at := r.URL.Query().Get("at")
+	q, err := queryParam(r)
+	if err != nil {
+		return err
+	}
+	var seq uint64
+	if n, err := strconv.ParseUint(at, 10, 64); err == nil {
+		seq = n
+	} else if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
+		if seq, err = s.cfg.Log.SequenceAt(r.Context(), t); err != nil {
+			return err
+		}
+	} else {
+		return httpError(http.StatusBadRequest, fmt.Sprintf("at: %q is neither a sequence number nor an RFC 3339 time (such as 2026-01-02T15:04:05Z)", at))
+	}
+	head := s.cfg.Store.Seq()
+	if seq > head {
+		return httpError(http.StatusBadRequest, fmt.Sprintf("at: sequence %d is past the newest event (%d)", seq, head))
+	}
+	st, err := projections.StateAt(r.Context(), s.cfg.Log, s.cfg.Blobs, seq)
+	if err != nil {
+		return err
+	}
+	objs, _ := st.List(q)
+	return writeJSON(w, listResponse(objs, seq))
+}
+
+// watch streams changes as server-sent events: "event: <TYPE>", "id: <seq>",
+// "data: <WatchEvent JSON>". A client resumes with ?resourceVersion= or the
+// Last-Event-ID header.
+func (s *Server) watch(w http.ResponseWriter, r *http.Request, _ string) error {
+	q, err := queryParam(r)
+	if err != nil {
+		return err
+	}
+	var from uint64
+	rv := r.URL.Query().Get("resourceVersion")
+	if last := r.Header.Get("Last-Event-ID"); last != "" {
+		rv = last
+	}
+	if rv != "" {
+		if from, err = strconv.ParseUint(rv, 10, 64); err != nil {
+			return httpError(http.StatusBadRequest, fmt.Sprintf("resourceVersion: %q is not a sequence number", rv))
+		}
+	}
+	changes, stop, err := s.cfg.Store.Watch(q, from)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	flusher, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	keepalive := time.NewTicker(15 * time.Second)
+	defer keepalive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-keepalive.C:
+			if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil {
+				return nil
+			}
+		case c, ok := <-changes:
+			if !ok {
+				// Fell behind: end the stream; the client resumes from the
+				// last id it saw.
+				return nil
+			}
+			data, _ := json.Marshal(WatchEvent{Type: string(c.Type), ResourceVersion: c.Sequence, Key: wireKey(c.Key), Object: rawObject(c.Object)})
+			if _, err := fmt.Fprintf(w, "event: %s\nid: %d\ndata: %s\n\n", c.Type, c.Sequence, data); err != nil {
+				return nil
+			}
+		}
+		if flusher != nil && len(changes) == 0 {
+			flusher.Flush()
+		}
+	}
+}

@@ -1,0 +1,101 @@
+package api
+
+import (
+	"encoding/json"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// The JSON shapes of the API. Objects and events are protojson of the
+// schemas, embedded as raw JSON.
+
+// ApplyResult is one object's result of an apply.
+type ApplyResult struct {
+	Key    Key             `json:"key"`
+	Action string          `json:"action"`
+	Object json.RawMessage `json:"object,omitempty"`
+}
+
+// Key names an object.
+type Key struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+}
+
+// ApplyResponse answers POST /v1/apply.
+type ApplyResponse struct {
+	Results []ApplyResult `json:"results"`
+}
+
+// ListResponse answers GET /v1/objects and GET /v1/state.
+type ListResponse struct {
+	// ResourceVersion is the log sequence the list is consistent with; a
+	// watch from it misses nothing.
+	ResourceVersion uint64            `json:"resourceVersion,string"`
+	Items           []json.RawMessage `json:"items"`
+}
+
+// HistoryResponse answers GET /v1/history.
+type HistoryResponse struct {
+	Events []json.RawMessage `json:"events"`
+}
+
+// WatchEvent is the data of one server-sent event of GET /v1/watch.
+type WatchEvent struct {
+	Type            string          `json:"type"`
+	ResourceVersion uint64          `json:"resourceVersion,string"`
+	Key             Key             `json:"key"`
+	Object          json.RawMessage `json:"object"`
+}
+
+// ErrorResponse is the body of every error.
+type ErrorResponse struct {
+	Error   string        `json:"error"`
+	Details []ErrorDetail `json:"details,omitempty"`
+}
+
+// ErrorDetail is one problem of a rejected manifest.
+type ErrorDetail struct {
+	Source   string `json:"source,omitempty"`
+	Document int    `json:"document,omitempty"`
+	Field    string `json:"field,omitempty"`
+	Reason   string `json:"reason"`
+}
+
+var marshal = protojson.MarshalOptions{}
+
+func rawObject(o *schemas.Object) json.RawMessage {
+	if o == nil {
+		return nil
+	}
+	b, err := marshal.Marshal(o)
+	if err != nil {
+		// protojson fails only on invalid UTF-8 or Any resolution, which
+		// the gate's validation rules out.
+		panic(err)
+	}
+	return b
+}
+
+func rawEvent(ev *schemas.Event) json.RawMessage {
+	b, err := marshal.Marshal(ev)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// DecodeObject parses an object from the API's JSON.
+func DecodeObject(raw json.RawMessage) (*schemas.Object, error) {
+	o := new(schemas.Object)
+	return o, protojson.Unmarshal(raw, o)
+}
+
+// DecodeEvent parses an event from the API's JSON.
+func DecodeEvent(raw json.RawMessage) (*schemas.Event, error) {
+	ev := new(schemas.Event)
+	return ev, protojson.Unmarshal(raw, ev)
+}

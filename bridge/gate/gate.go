@@ -1,0 +1,329 @@
+// Package gate is the one way desired state enters the log: it turns
+// validated objects into Applied events and delete requests into
+// DeleteRequested events, atomically per batch, with optimistic concurrency
+// against the state it read. It rejects dependsOn cycles (naming the cycle)
+// and waits until its writes are visible in the projection, so a client
+// reads its own writes. It never reconciles.
+package gate
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/jetplane/jetplane/bridge/manifest"
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// Log is what the gate writes to.
+type Log interface {
+	AppendBatch(ctx context.Context, entries []events.Entry) ([]events.Result, error)
+	LastSequence(ctx context.Context) (uint64, error)
+}
+
+// State is the projection the gate reads.
+type State interface {
+	Get(k projections.Key) *schemas.Object
+	WaitFor(ctx context.Context, seq uint64) error
+}
+
+var (
+	_ Log   = (*events.Log)(nil)
+	_ State = (*projections.Store)(nil)
+)
+
+var (
+	// ErrInvalid marks a request the gate refuses whatever the state
+	// (a dependsOn cycle, a change to an object being deleted).
+	ErrInvalid = errors.New("invalid")
+	// ErrNotFound means the object does not exist.
+	ErrNotFound = errors.New("not found")
+)
+
+// Config configures a Gate.
+type Config struct {
+	Log   Log
+	State State
+	// Finalizes reports whether something (a reconciler) finalizes objects
+	// of kind. Objects of other kinds are finalized as soon as deletion is
+	// requested. Nil means no kind has a finalizer.
+	Finalizes func(kind string) bool
+	// Now is the clock; default time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Gate validates and records desired state. Safe for concurrent use.
+type Gate struct {
+	cfg Config
+}
+
+// New validates cfg and returns a gate.
+func New(cfg Config) (*Gate, error) {
+	if cfg.Log == nil || cfg.State == nil {
+		return nil, errors.New("gate: log and state are required")
+	}
+	if cfg.Finalizes == nil {
+		cfg.Finalizes = func(string) bool { return false }
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Gate{cfg: cfg}, nil
+}
+
+// Action says what an apply did to one object.
+type Action string
+
+// Actions, as kubectl prints them.
+const (
+	Created    Action = "created"
+	Configured Action = "configured"
+	Unchanged  Action = "unchanged"
+	Deleted    Action = "deleted"
+)
+
+// Outcome is the result for one object.
+type Outcome struct {
+	Key    projections.Key
+	Action Action
+	// Object is the object as the projection holds it after the write
+	// (nil once deleted).
+	Object *schemas.Object
+}
+
+// maxAttempts bounds retries after optimistic-concurrency conflicts.
+const maxAttempts = 5
+
+// Apply records objs as desired state on behalf of actor. The whole request
+// is validated before anything is written; a request of at most
+// events.MaxBatch changed objects is written atomically (larger ones in
+// atomic chunks, in order). idempotencyKey, when not empty, makes a retried
+// request store nothing twice.
+func (g *Gate) Apply(ctx context.Context, actor string, objs []*schemas.Object, idempotencyKey string) ([]Outcome, error) {
+	keys := make([]projections.Key, len(objs))
+	for i, o := range objs {
+		keys[i] = projections.KeyOf(manifest.KeyOf(o))
+	}
+	if err := g.checkCycles(keys, objs); err != nil {
+		return nil, err
+	}
+	for attempt := 1; ; attempt++ {
+		outcomes, err := g.applyOnce(ctx, actor, keys, objs, idempotencyKey)
+		if !errors.Is(err, events.ErrConflict) || attempt == maxAttempts {
+			return outcomes, err
+		}
+		// Someone wrote one of the keys after the projection we read:
+		// catch up with the log and decide again.
+		if err := g.catchUp(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (g *Gate) catchUp(ctx context.Context) error {
+	head, err := g.cfg.Log.LastSequence(ctx)
+	if err != nil {
+		return err
+	}
+	return g.cfg.State.WaitFor(ctx, head)
+}
+
+func (g *Gate) applyOnce(ctx context.Context, actor string, keys []projections.Key, objs []*schemas.Object, idem string) ([]Outcome, error) {
+	now := timestamppb.New(g.cfg.Now())
+	outcomes := make([]Outcome, len(objs))
+	var entries []events.Entry
+	var changed []int
+	for i, o := range objs {
+		k := keys[i]
+		cur := g.cfg.State.Get(k)
+		if cur.GetStatus().GetGoal() == projections.GoalDeleted {
+			return nil, fmt.Errorf("%s: %w: it is being deleted; apply it again once it is gone", k, ErrInvalid)
+		}
+		next, action := desired(cur, o, now)
+		outcomes[i] = Outcome{Key: k, Action: action, Object: cur}
+		if action == Unchanged {
+			continue
+		}
+		ev := &schemas.Event{Type: schemas.EventType_EVENT_TYPE_APPLIED, Key: k.Proto(), Object: next, Actor: actor, Time: now}
+		if idem != "" {
+			ev.Id = "apply/" + idem + "/" + k.String()
+		}
+		entries = append(entries, events.Entry{Event: ev, Expect: cur.GetMetadata().GetResourceVersion()})
+		changed = append(changed, i)
+	}
+	last, err := g.write(ctx, entries)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.cfg.State.WaitFor(ctx, last); err != nil {
+		return nil, fmt.Errorf("wait for the projection to reach %d: %w", last, err)
+	}
+	for _, i := range changed {
+		outcomes[i].Object = g.cfg.State.Get(outcomes[i].Key)
+	}
+	return outcomes, nil
+}
+
+// write appends entries in atomic chunks and returns the last sequence
+// written (or the log head, when a chunk turned out to be a stored retry).
+func (g *Gate) write(ctx context.Context, entries []events.Entry) (uint64, error) {
+	var last uint64
+	for len(entries) > 0 {
+		n := min(len(entries), events.MaxBatch)
+		res, err := g.cfg.Log.AppendBatch(ctx, entries[:n])
+		switch {
+		case errors.Is(err, events.ErrDuplicate):
+			// The same idempotency key landed before: nothing to add.
+			if last, err = g.cfg.Log.LastSequence(ctx); err != nil {
+				return 0, err
+			}
+		case err != nil:
+			return 0, err
+		default:
+			last = res[len(res)-1].Sequence
+		}
+		entries = entries[n:]
+	}
+	return last, nil
+}
+
+// desired computes the object to record for an apply of o over cur, and
+// whether anything changed. The generation moves only when the spec does.
+func desired(cur, o *schemas.Object, now *timestamppb.Timestamp) (*schemas.Object, Action) {
+	next := proto.CloneOf(o)
+	if next.Metadata == nil {
+		next.Metadata = &schemas.ObjectMeta{}
+	}
+	next.Status = nil
+	if cur == nil {
+		next.Metadata.Uid = newUID()
+		next.Metadata.Generation = 1
+		next.Metadata.CreationTime = now
+		return next, Created
+	}
+	m := next.Metadata
+	m.Uid = cur.Metadata.GetUid()
+	m.CreationTime = cur.Metadata.GetCreationTime()
+	m.Generation = cur.Metadata.GetGeneration()
+	if !proto.Equal(cur.Spec, next.Spec) {
+		m.Generation++
+	}
+	m.ResourceVersion = cur.Metadata.GetResourceVersion()
+	m.DeletionTime = cur.Metadata.GetDeletionTime()
+	if next.ApiVersion == cur.ApiVersion && proto.Equal(m, cur.Metadata) && proto.Equal(cur.Spec, next.Spec) {
+		return nil, Unchanged
+	}
+	m.ResourceVersion = 0
+	return next, Configured
+}
+
+// Delete requests deletion of the object at k. Objects of kinds nobody
+// finalizes leave current state in the same atomic write.
+func (g *Gate) Delete(ctx context.Context, actor string, k projections.Key, idempotencyKey string) (Outcome, error) {
+	for attempt := 1; ; attempt++ {
+		out, err := g.deleteOnce(ctx, actor, k, idempotencyKey)
+		if !errors.Is(err, events.ErrConflict) || attempt == maxAttempts {
+			return out, err
+		}
+		if err := g.catchUp(ctx); err != nil {
+			return Outcome{}, err
+		}
+	}
+}
+
+func (g *Gate) deleteOnce(ctx context.Context, actor string, k projections.Key, idem string) (Outcome, error) {
+	cur := g.cfg.State.Get(k)
+	if cur == nil {
+		return Outcome{}, fmt.Errorf("%s: %w", k, ErrNotFound)
+	}
+	if cur.GetStatus().GetGoal() == projections.GoalDeleted {
+		return Outcome{Key: k, Action: Unchanged, Object: cur}, nil
+	}
+	now := timestamppb.New(g.cfg.Now())
+	req := &schemas.Event{Type: schemas.EventType_EVENT_TYPE_DELETE_REQUESTED, Key: k.Proto(), Actor: actor, Time: now}
+	if idem != "" {
+		req.Id = "delete/" + idem + "/" + k.String()
+	} else {
+		req.Id = newUID()
+	}
+	entries := []events.Entry{{Event: req, Expect: cur.Metadata.GetResourceVersion()}}
+	if !g.cfg.Finalizes(k.Kind) {
+		// Nothing else will finalize this kind: finish the deletion in the
+		// same atomic batch, so no reader sees it half done.
+		entries = append(entries, events.Entry{
+			Event:  &schemas.Event{Id: req.Id + "/finalized", Type: schemas.EventType_EVENT_TYPE_FINALIZED, Key: k.Proto(), Actor: "jetplane/finalizer", Time: now, Cause: req.Id},
+			Expect: events.AnyVersion,
+		})
+	}
+	last, err := g.write(ctx, entries)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if err := g.cfg.State.WaitFor(ctx, last); err != nil {
+		return Outcome{}, fmt.Errorf("wait for the projection to reach %d: %w", last, err)
+	}
+	return Outcome{Key: k, Action: Deleted, Object: g.cfg.State.Get(k)}, nil
+}
+
+// checkCycles rejects a request whose dependsOn edges, together with those
+// of objects already stored, form a cycle.
+func (g *Gate) checkCycles(keys []projections.Key, objs []*schemas.Object) error {
+	edges := map[string][]string{}
+	inBatch := map[projections.Key]*schemas.Object{}
+	for i, k := range keys {
+		inBatch[k] = objs[i]
+	}
+	var queue []projections.Key
+	seen := map[projections.Key]bool{}
+	for _, k := range keys {
+		if !seen[k] {
+			seen[k] = true
+			queue = append(queue, k)
+		}
+	}
+	for len(queue) > 0 {
+		k := queue[0]
+		queue = queue[1:]
+		o, ok := inBatch[k]
+		if !ok {
+			o = g.cfg.State.Get(k)
+		}
+		for _, d := range o.GetMetadata().GetDependsOn() {
+			dk := projections.KeyOf(d)
+			if dk.Namespace == "" {
+				dk.Namespace = k.Namespace
+			}
+			edges[k.String()] = append(edges[k.String()], dk.String())
+			if !seen[dk] {
+				seen[dk] = true
+				queue = append(queue, dk)
+			}
+		}
+	}
+	if cycle := manifest.FindCycle(edges); cycle != nil {
+		return fmt.Errorf("metadata.dependsOn: %w: cycle %s", ErrInvalid, strings.Join(cycle, " → "))
+	}
+	return nil
+}
+
+// newUID returns a random RFC 4122 version 4 UUID.
+func newUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}

@@ -1,0 +1,93 @@
+// Command jetplane is the one jetplane binary: `jetplane serve` runs the
+// control plane, every other command is a client of its HTTP API.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jetplane/jetplane/bridge/api"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRoot().ExecuteContext(ctx); err != nil {
+		printError(err)
+		os.Exit(1)
+	}
+}
+
+func printError(err error) {
+	fmt.Fprintln(os.Stderr, "error:", err)
+	var apiErr *api.APIError
+	if errors.As(err, &apiErr) && len(apiErr.Details) > 1 {
+		for _, d := range apiErr.Details {
+			fmt.Fprintln(os.Stderr, "  -", describeDetail(d))
+		}
+	}
+}
+
+func describeDetail(d api.ErrorDetail) string {
+	var parts []string
+	if d.Source != "" {
+		parts = append(parts, d.Source)
+	}
+	if d.Document > 0 {
+		parts = append(parts, fmt.Sprintf("document %d", d.Document))
+	}
+	where := strings.Join(parts, ", ")
+	if d.Field != "" {
+		if where != "" {
+			where += ": "
+		}
+		where += d.Field
+	}
+	if where == "" {
+		return d.Reason
+	}
+	return where + ": " + d.Reason
+}
+
+// globals are the flags every client command shares.
+type globals struct {
+	server string
+	token  string
+}
+
+func (g *globals) client() *api.Client {
+	return &api.Client{BaseURL: g.server, Token: g.token}
+}
+
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "jetplane",
+		Short: "jetplane is an event-sourced control plane on NATS JetStream",
+		Long: `jetplane records every change — manifests applied, status written — as an
+immutable event in a JetStream log, and folds the log into current state that
+you can get, list, watch, audit by history, and read as of any past point.
+
+Start the control plane with 'jetplane serve'; the other commands talk to it.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.server, "server", envOr("JETPLANE_SERVER", "http://127.0.0.1:7070"), "API server URL (env JETPLANE_SERVER)")
+	root.PersistentFlags().StringVar(&g.token, "token", os.Getenv("JETPLANE_TOKEN"), "bearer token for the API (env JETPLANE_TOKEN)")
+	root.AddCommand(newServe(), newApply(g), newGet(g), newDelete(g), newWatch(g), newHistory(g), newState(g))
+	return root
+}

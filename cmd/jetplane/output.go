@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// outputFormat validates -o.
+func outputFormat(o string, allowed ...string) error {
+	for _, a := range allowed {
+		if o == a {
+			return nil
+		}
+	}
+	return fmt.Errorf("-o: %q is not one of %s", o, strings.Join(allowed, ", "))
+}
+
+// writeDocs prints JSON documents as JSON (one per line for a stream, an
+// indented list otherwise) or YAML (separated by ---).
+func writeDocs(w io.Writer, format string, docs []json.RawMessage, asList bool) error {
+	switch format {
+	case "json":
+		if asList {
+			out, err := json.MarshalIndent(map[string]any{"items": docs}, "", "  ")
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(w, "%s\n", out)
+			return err
+		}
+		for _, d := range docs {
+			var buf bytes.Buffer
+			if err := json.Indent(&buf, d, "", "  "); err != nil {
+				return err
+			}
+			if _, err := fmt.Fprintf(w, "%s\n", buf.Bytes()); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "yaml":
+		for i, d := range docs {
+			y, err := jsonToYAML(d)
+			if err != nil {
+				return err
+			}
+			if i > 0 {
+				if _, err := io.WriteString(w, "---\n"); err != nil {
+					return err
+				}
+			}
+			if _, err := w.Write(y); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown output format %q", format)
+}
+
+// jsonToYAML converts keeping the key order of the JSON (apiVersion, kind,
+// metadata, spec, status).
+func jsonToYAML(data []byte) ([]byte, error) {
+	var n yaml.Node
+	if err := yaml.Unmarshal(data, &n); err != nil {
+		return nil, err
+	}
+	blockStyle(&n)
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&n); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), enc.Close()
+}
+
+func blockStyle(n *yaml.Node) {
+	n.Style = 0
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
+}
+
+func objectsTable(w io.Writer, objs []*schemas.Object, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tKIND\tNAME\tGENERATION\tGOAL\tPHASE\tRESOURCEVERSION\tAGE")
+	for _, o := range objs {
+		m := o.GetMetadata()
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", dash(m.GetNamespace()), kindOf(o), m.GetName(),
+			m.GetGeneration(), dash(o.GetStatus().GetGoal()), dash(o.GetStatus().GetPhase()), m.GetResourceVersion(),
+			age(now, m.GetCreationTime().AsTime()))
+	}
+	return tw.Flush()
+}
+
+// kindOf is the kind with its API group, as keys name it.
+func kindOf(o *schemas.Object) string {
+	if g, _, ok := strings.Cut(o.GetApiVersion(), "/"); ok {
+		return o.GetKind() + "." + g
+	}
+	return o.GetKind()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// age prints a duration the way kubectl does: 45s, 12m, 3h, 5d.
+func age(now, t time.Time) string {
+	if t.IsZero() || t.Unix() <= 0 {
+		return "-"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func historyTable(w io.Writer, evs []*schemas.Event) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
+	// Causes are event ids; show the sequence when the cause is in view.
+	seqOf := map[string]uint64{}
+	for _, ev := range evs {
+		seqOf[ev.GetId()] = ev.GetSequence()
+	}
+	fmt.Fprintln(tw, "SEQ\tTIME\tTYPE\tACTOR\tGENERATION\tDETAIL\tCAUSE")
+	for _, ev := range evs {
+		cause := ev.GetCause()
+		if seq, ok := seqOf[cause]; ok {
+			cause = fmt.Sprintf("#%d", seq)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", ev.GetSequence(), ev.GetTime().AsTime().UTC().Format(time.RFC3339),
+			eventType(ev.GetType()), ev.GetActor(), generation(ev), dash(detail(ev)), dash(cause))
+	}
+	return tw.Flush()
+}
+
+// eventType turns EVENT_TYPE_DELETE_REQUESTED into DeleteRequested.
+func eventType(t schemas.EventType) string {
+	s := strings.TrimPrefix(t.String(), "EVENT_TYPE_")
+	var b strings.Builder
+	for _, part := range strings.Split(strings.ToLower(s), "_") {
+		if part != "" {
+			b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+		}
+	}
+	return b.String()
+}
+
+func generation(ev *schemas.Event) string {
+	if g := ev.GetObject().GetMetadata().GetGeneration(); g > 0 {
+		return fmt.Sprint(g)
+	}
+	return "-"
+}
+
+func detail(ev *schemas.Event) string {
+	st := ev.GetObject().GetStatus()
+	if ev.GetType() == schemas.EventType_EVENT_TYPE_STATUS_CHANGED && st != nil {
+		return strings.TrimSpace(st.GetPhase() + " " + st.GetMessage())
+	}
+	return ""
+}
+
+func decodeObjects(raws []json.RawMessage) ([]*schemas.Object, error) {
+	out := make([]*schemas.Object, len(raws))
+	for i, r := range raws {
+		o, err := api.DecodeObject(r)
+		if err != nil {
+			return nil, fmt.Errorf("server sent a bad object: %w", err)
+		}
+		out[i] = o
+	}
+	return out, nil
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/jetplane/jetplane/internal/app"
+)
+
+func newServe() *cobra.Command {
+	var (
+		cfg       app.Config
+		sync      string
+		tokenFile string
+		logLevel  string
+		logFormat string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the control plane: log, projection and API in one process",
+		Long: `Run jetplane in one process: an embedded NATS server with JetStream storing
+the log in --data, the projection of current state, and the HTTP API.
+
+Durability: by default the embedded server fsyncs the log every 2 minutes, so
+a machine crash (not a process crash) may lose the last interval's events.
+--sync=always fsyncs every event before it is acknowledged, at a cost in
+throughput (see docs/BENCHMARKS.md). --sync=DURATION sets the interval.
+
+With --nats-url, jetplane uses an outside NATS deployment instead of
+embedding a server.
+
+Every flag can also be set by environment variable JETPLANE_<FLAG>, upper
+case with '-' as '_' (JETPLANE_NATS_URL, JETPLANE_DATA, ...).`,
+		Example: `  jetplane serve
+  jetplane serve --data /var/lib/jetplane --listen 127.0.0.1:7070 --sync=always
+  jetplane serve --nats-url nats://n1:4222,nats://n2:4222 --nats-creds app.creds --replicas 3`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd); err != nil {
+				return err
+			}
+			logger, err := newLogger(logLevel, logFormat)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = logger
+			slog.SetDefault(logger)
+			switch sync {
+			case "always":
+				cfg.SyncAlways = true
+			case "", "default":
+			default:
+				d, err := time.ParseDuration(sync)
+				if err != nil || d <= 0 {
+					return fmt.Errorf("--sync: %q is neither \"always\" nor a positive duration such as 30s", sync)
+				}
+				cfg.SyncInterval = d
+			}
+			if tokenFile != "" {
+				if cfg.Tokens, err = readTokens(tokenFile); err != nil {
+					return err
+				}
+			} else if tok := os.Getenv("JETPLANE_API_TOKEN"); tok != "" {
+				cfg.Tokens = map[string]string{tok: "admin"}
+			}
+			a, err := app.New(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			return a.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data", "./data", "directory of the embedded NATS server's store")
+	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7070", "API listen address")
+	f.StringVar(&sync, "sync", "default", `fsync policy of the embedded server: "always", or an interval such as 1s (default 2m)`)
+	f.StringVar(&cfg.NATSHost, "nats-host", "127.0.0.1", "address the embedded NATS server listens on for outside clients")
+	f.IntVar(&cfg.NATSPort, "nats-port", 4222, "port of the embedded NATS server (-1 picks a free one)")
+	f.StringVar(&cfg.NATS.URLs, "nats-url", "", "outside NATS servers (comma-separated); disables the embedded server")
+	f.StringVar(&cfg.NATS.CredsFile, "nats-creds", "", "NATS credentials file for --nats-url")
+	f.StringVar(&cfg.NATS.CAFile, "nats-ca", "", "CA certificate to trust for NATS TLS")
+	f.StringVar(&cfg.NATS.CertFile, "nats-cert", "", "client certificate for NATS TLS")
+	f.StringVar(&cfg.NATS.KeyFile, "nats-key", "", "client key for NATS TLS")
+	f.IntVar(&cfg.Log.Partitions, "partitions", 16, "partitions of the key space (fixed when the log is created)")
+	f.IntVar(&cfg.Log.Replicas, "replicas", 1, "replicas of the log stream (3 on a NATS cluster)")
+	f.DurationVar(&cfg.Log.MaxAge, "retention-age", 0, "drop events older than this (0 keeps them forever)")
+	f.Int64Var(&cfg.Log.MaxBytes, "retention-bytes", 0, "cap the log at this many bytes, dropping the oldest events (0 is unlimited)")
+	f.StringVar(&tokenFile, "token-file", "", `file of API bearer tokens, one "TOKEN NAME" per line; without it (and without JETPLANE_API_TOKEN) the API is open`)
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	cmd.Flags().SortFlags = false
+	return cmd
+}
+
+// applyEnv sets every flag not given on the command line from
+// JETPLANE_<FLAG> when that variable is set.
+func applyEnv(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Changed || err != nil {
+			return
+		}
+		name := "JETPLANE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok {
+			if e := f.Value.Set(v); e != nil {
+				err = fmt.Errorf("%s: %w", name, e)
+			}
+		}
+	})
+	return err
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q is not text or json", format)
+}
+
+// readTokens reads "TOKEN NAME" lines; blank lines and # comments are skipped.
+func readTokens(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--token-file: %w", err)
+	}
+	defer f.Close()
+	tokens := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) != 2 {
+			return nil, fmt.Errorf("--token-file %s, line %d: want \"TOKEN NAME\", got %d fields", path, n, len(fields))
+		}
+		tokens[fields[0]] = fields[1]
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("--token-file: %w", err)
+	}
+	if len(tokens) == 0 {
+		return nil, errors.New("--token-file " + path + ": no tokens; remove the flag to run without authentication")
+	}
+	return tokens, nil
+}

@@ -1,0 +1,205 @@
+// Package app assembles jetplane's parts into one running process: the log
+// (an embedded NATS server, or an outside NATS deployment), the projection,
+// the gate and the HTTP API. `jetplane serve` runs it; end-to-end tests and
+// benchmarks run it in-process.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/bridge/gate"
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/events/embedded"
+	"github.com/jetplane/jetplane/projections"
+)
+
+// Config is everything `jetplane serve` can be told.
+type Config struct {
+	// DataDir holds the embedded NATS server's store. Ignored with NATS.URLs.
+	DataDir string
+	// Listen is the API's address (default 127.0.0.1:7070; port 0 picks one).
+	Listen string
+	// NATS connects to an outside deployment instead of embedding a server.
+	NATS events.ConnectOptions
+	// NATSHost and NATSPort are where the embedded server listens for
+	// outside clients (default 127.0.0.1:4222; port -1 picks one).
+	NATSHost string
+	NATSPort int
+	// SyncAlways fsyncs every event before acknowledging it; otherwise the
+	// embedded server fsyncs every SyncInterval (default 2 min).
+	SyncAlways   bool
+	SyncInterval time.Duration
+	Log          events.Config
+	// Tokens maps API bearer tokens to user names; empty disables auth.
+	Tokens map[string]string
+	Logger *slog.Logger
+}
+
+// App is a running jetplane process.
+type App struct {
+	cfg       Config
+	srv       *embedded.Server
+	nc        *nats.Conn
+	log       *events.Log
+	store     *projections.Store
+	projector *projections.Projector
+	api       *api.Server
+	listener  net.Listener
+}
+
+// New starts the log and builds every part; Run starts them.
+func New(ctx context.Context, cfg Config) (_ *App, err error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:7070"
+	}
+	a := &App{cfg: cfg}
+	defer func() {
+		if err != nil {
+			a.close()
+		}
+	}()
+	if cfg.NATS.URLs != "" {
+		if a.nc, err = events.Connect(cfg.NATS); err != nil {
+			return nil, err
+		}
+	} else {
+		if cfg.DataDir == "" {
+			return nil, errors.New("data dir: empty; give --data or an outside NATS with --nats-url")
+		}
+		port := cfg.NATSPort
+		if port == 0 {
+			port = 4222
+		}
+		a.srv, err = embedded.Start(embedded.Config{
+			StoreDir: cfg.DataDir, Host: cfg.NATSHost, Port: port,
+			SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if a.nc, err = a.srv.Connect("jetplane"); err != nil {
+			return nil, err
+		}
+		cfg.Logger.Info("embedded nats started", "store", cfg.DataDir, "url", a.srv.ClientURL(), "sync_always", cfg.SyncAlways)
+	}
+	if a.log, err = events.Open(ctx, a.nc, cfg.Log); err != nil {
+		return nil, err
+	}
+	blobs, err := a.log.Blobs(ctx, events.SnapshotBucket)
+	if err != nil {
+		return nil, err
+	}
+	a.store = projections.NewStore(projections.StoreOptions{})
+	if a.projector, err = projections.NewProjector(projections.ProjectorConfig{
+		Log: a.log, Store: a.store, Blobs: blobs, Logger: cfg.Logger,
+	}); err != nil {
+		return nil, err
+	}
+	g, err := gate.New(gate.Config{Log: a.log, State: a.store, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "jetplane_projection_sequence", Help: "Log sequence the projection has folded.",
+	}, func() float64 { return float64(a.store.Seq()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "jetplane_projection_objects", Help: "Objects in current state.",
+	}, func() float64 { return float64(a.store.Len()) }))
+	if a.api, err = api.New(api.Config{
+		Gate: g, Store: a.store, Log: a.log, Blobs: blobs, Ready: a.ready,
+		Tokens: cfg.Tokens, Registerer: reg, Gatherer: reg, Logger: cfg.Logger,
+	}); err != nil {
+		return nil, err
+	}
+	if a.listener, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	return a, nil
+}
+
+func (a *App) ready() error {
+	if !a.nc.IsConnected() {
+		return errors.New("not connected to nats")
+	}
+	if !a.projector.Ready() {
+		return errors.New("projection still catching up with the log")
+	}
+	return nil
+}
+
+// URL is the API's base URL.
+func (a *App) URL() string { return "http://" + a.listener.Addr().String() }
+
+// Store is the live projection.
+func (a *App) Store() *projections.Store { return a.store }
+
+// Log is the event log.
+func (a *App) Log() *events.Log { return a.log }
+
+// Handler is the API's HTTP handler.
+func (a *App) Handler() http.Handler { return a.api }
+
+// Run serves until ctx ends, then shuts down: it stops taking requests,
+// lets requests in flight finish (up to 10 s), saves a snapshot and stops
+// NATS.
+func (a *App) Run(ctx context.Context) error {
+	defer a.close()
+	pctx, stopProjector := context.WithCancel(context.WithoutCancel(ctx))
+	projDone := make(chan error, 1)
+	go func() { projDone <- a.projector.Start(pctx) }()
+
+	httpSrv := &http.Server{Handler: a.api, ReadHeaderTimeout: 10 * time.Second}
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- httpSrv.Serve(a.listener) }()
+	a.cfg.Logger.Info("api listening", "url", a.URL())
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-projDone:
+		runErr = fmt.Errorf("projection stopped: %w", err)
+		projDone <- err
+	case err := <-httpDone:
+		runErr = fmt.Errorf("api stopped: %w", err)
+	}
+	a.cfg.Logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = httpSrv.Shutdown(sctx)
+	stopProjector()
+	<-projDone
+	if a.projector.Ready() {
+		if err := a.projector.SaveSnapshot(sctx); err != nil {
+			a.cfg.Logger.Warn("final snapshot failed", "err", err)
+		}
+	}
+	return runErr
+}
+
+func (a *App) close() {
+	if a.listener != nil {
+		a.listener.Close()
+	}
+	if a.nc != nil {
+		a.nc.Close()
+	}
+	if a.srv != nil {
+		a.srv.Shutdown()
+	}
+}
