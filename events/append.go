@@ -88,8 +88,8 @@ func (l *Log) msg(e Entry) (*nats.Msg, error) {
 	if e.Expect != AnyVersion {
 		m.Header.Set(hdrExpectSeq, strconv.FormatUint(e.Expect, 10))
 		// The check must see the stored subject, which carries the
-		// partition; the wildcard spares writers computing it.
-		m.Header.Set(hdrExpectSubj, KeyFilter(ev.Key))
+		// partition the server computes; the writer computes the same one.
+		m.Header.Set(hdrExpectSubj, StoredSubject(ev.Key, l.partitions))
 	}
 	return m, nil
 }

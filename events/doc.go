@@ -11,6 +11,6 @@
 // the stream's subject transform stores the event under
 // jp.ev.<partition>.<kind>.<ns>.<name>, the partition computed by the server,
 // so no publisher can choose its partition. Optimistic-concurrency checks name
-// the stored subject with a wildcard partition (jp.ev.*.<kind>.<ns>.<name>).
-// See docs/decisions/0002-subjects-and-partitions.md.
+// the stored subject, whose partition the writer computes exactly as the
+// server does (Partition). See docs/decisions/0001-subjects-and-partitions.md.
 package events

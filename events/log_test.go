@@ -122,8 +122,8 @@ func TestPartitionIsChosenByServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Name != k.Name || p < 0 || p >= 4 {
-			t.Fatalf("stored subject %q for key %v", raw.Subject, k)
+		if got.Name != k.Name || p != events.Partition(k, 4) {
+			t.Fatalf("stored subject %q for key %v; want partition %d", raw.Subject, k, events.Partition(k, 4))
 		}
 		seen[p] = true
 		// The version check sees the stored subject: expecting the
@@ -196,8 +196,8 @@ func TestReadFollowAndSequenceAt(t *testing.T) {
 	mid := time.Now()
 	time.Sleep(5 * time.Millisecond) // stored timestamps must differ from mid
 	var got []uint64
-	if err := l.Read(ctx, events.ReadOptions{From: 3}, func(ev *schemas.Event) error {
-		got = append(got, ev.Sequence)
+	if err := l.Read(ctx, events.ReadOptions{From: 3}, func(m events.Message) error {
+		got = append(got, m.Sequence)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -218,8 +218,8 @@ func TestReadFollowAndSequenceAt(t *testing.T) {
 	seen := make(chan uint64, 16)
 	fctx, fcancel := context.WithCancel(ctx)
 	go func() {
-		done <- l.Read(fctx, events.ReadOptions{From: 6, Follow: true}, func(ev *schemas.Event) error {
-			seen <- ev.Sequence
+		done <- l.Read(fctx, events.ReadOptions{From: 6, Follow: true}, func(m events.Message) error {
+			seen <- m.Sequence
 			return nil
 		})
 	}()

@@ -12,9 +12,25 @@ import (
 	"github.com/jetplane/jetplane/schemas"
 )
 
-// Handler receives events in log order. It owns ev. Returning an error stops
-// the read and is returned by it; returning ErrStop stops it cleanly.
-type Handler func(ev *schemas.Event) error
+// Message is one stored event, not yet decoded: readers decode it in the
+// form they need (Event, or Record for folding).
+type Message struct {
+	Data     []byte
+	Sequence uint64
+	// Pending is how many events matching the read were stored after this
+	// one and not yet delivered; 0 means the reader is caught up.
+	Pending uint64
+}
+
+// Event decodes the whole event.
+func (m Message) Event() (*schemas.Event, error) { return Decode(m.Data, m.Sequence) }
+
+// Record decodes the event leaving the object's spec encoded.
+func (m Message) Record() (*schemas.EventRecord, error) { return DecodeRecord(m.Data, m.Sequence) }
+
+// Handler receives messages in log order. Returning an error stops the read
+// and is returned by it; returning ErrStop stops it cleanly.
+type Handler func(m Message) error
 
 // ErrStop, returned by a Handler, ends a read without error.
 var ErrStop = errors.New("stop reading")
@@ -56,35 +72,95 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn Handler) error {
 	// Messages blocks without a context; stopping the iterator unblocks it.
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
+
+	// Two stages overlap: a goroutine pulls messages in batches while the
+	// caller's goroutine runs fn (which decodes and folds) on the previous
+	// batch.
+	batches := make(chan rawBatch, 4)
+	pullErr := make(chan error, 1)
+	quit := make(chan struct{})
+	defer close(quit)
+	go func() {
+		defer close(batches)
+		pullErr <- pull(it, opts.Follow, batches, quit)
+	}()
+	for b := range batches {
+		for _, m := range b {
+			if err := fn(m); err != nil {
+				if errors.Is(err, ErrStop) {
+					return nil
+				}
+				return err
+			}
+		}
+	}
+	err = <-pullErr
+	if err != nil && ctx.Err() != nil {
+		if opts.Follow {
+			return ctx.Err()
+		}
+		return fmt.Errorf("read log: %w", ctx.Err())
+	}
+	return err
+}
+
+// rawBatch is a run of messages pulled from the log, not yet decoded.
+type rawBatch []Message
+
+const pullBatch = 512
+
+// pull moves messages from it into batches until the log's end (unless
+// follow), an error, or quit. A batch is handed over when full or when no
+// more messages are waiting, so a follower sees each event at once.
+func pull(it jetstream.MessagesContext, follow bool, out chan<- rawBatch, quit <-chan struct{}) error {
+	b := make(rawBatch, 0, pullBatch)
 	for {
 		msg, err := it.Next()
 		if err != nil {
-			if ctx.Err() != nil {
-				if opts.Follow {
-					return ctx.Err()
-				}
-				return fmt.Errorf("read log: %w", ctx.Err())
-			}
 			return fmt.Errorf("read log: %w", err)
 		}
 		meta, err := msg.Metadata()
 		if err != nil {
 			return fmt.Errorf("read log: %w", err)
 		}
-		ev, err := Decode(msg.Data(), meta.Sequence.Stream)
-		if err != nil {
-			return err
-		}
-		if err := fn(ev); err != nil {
-			if errors.Is(err, ErrStop) {
+		b = append(b, Message{Data: msg.Data(), Sequence: meta.Sequence.Stream, Pending: meta.NumPending})
+		end := !follow && meta.NumPending == 0
+		if len(b) == pullBatch || meta.NumPending == 0 {
+			select {
+			case out <- b:
+			case <-quit:
 				return nil
 			}
-			return err
+			b = make(rawBatch, 0, pullBatch)
 		}
-		if !opts.Follow && meta.NumPending == 0 {
+		if end {
 			return nil
 		}
 	}
+}
+
+// DecodeRecord parses an event payload as stored in the log, leaving the
+// object's spec encoded. seq is the log sequence it was stored at.
+func DecodeRecord(data []byte, seq uint64) (*schemas.EventRecord, error) {
+	ev := new(schemas.EventRecord)
+	if err := proto.Unmarshal(data, ev); err != nil {
+		return nil, fmt.Errorf("decode event %d: %w", seq, err)
+	}
+	if ev.GetKey() == nil {
+		return nil, fmt.Errorf("decode event %d: no key", seq)
+	}
+	ev.Sequence = seq
+	return ev, nil
+}
+
+// RecordOf converts an event to its record form.
+func RecordOf(ev *schemas.Event) (*schemas.EventRecord, error) {
+	data, err := proto.Marshal(ev)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := DecodeRecord(data, ev.GetSequence())
+	return rec, err
 }
 
 // Decode parses an event payload as stored in the log. seq is the log
@@ -104,7 +180,11 @@ func Decode(data []byte, seq uint64) (*schemas.Event, error) {
 // History returns every event of one key, oldest first.
 func (l *Log) History(ctx context.Context, key *schemas.ObjectKey) ([]*schemas.Event, error) {
 	var out []*schemas.Event
-	err := l.Read(ctx, ReadOptions{Filter: KeyFilter(key)}, func(ev *schemas.Event) error {
+	err := l.Read(ctx, ReadOptions{Filter: KeyFilter(key)}, func(m Message) error {
+		ev, err := m.Event()
+		if err != nil {
+			return err
+		}
 		out = append(out, ev)
 		return nil
 	})

@@ -3,6 +3,7 @@ package events
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 
@@ -105,6 +106,25 @@ func keyTokens(k *schemas.ObjectKey) string {
 
 // InputSubject is the subject a writer publishes an event of key k on.
 func InputSubject(k *schemas.ObjectKey) string { return InputPrefix + "." + keyTokens(k) }
+
+// Partition is the partition the stream's subject transform assigns to key
+// k among p partitions: FNV-1a (32 bit) of the three escaped tokens
+// concatenated, modulo p, exactly as the server's partition() computes it.
+// Writers use it to name the stored subject of a concurrency check without a
+// wildcard, which the server resolves with a direct index lookup.
+func Partition(k *schemas.ObjectKey, p int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(EscapeToken(k.GetKind())))
+	_, _ = h.Write([]byte(EscapeToken(k.GetNamespace())))
+	_, _ = h.Write([]byte(EscapeToken(k.GetName())))
+	return int(h.Sum32() % uint32(p))
+}
+
+// StoredSubject is the subject key k's events are stored under, among p
+// partitions.
+func StoredSubject(k *schemas.ObjectKey, p int) string {
+	return StoredPrefix + "." + strconv.Itoa(Partition(k, p)) + "." + keyTokens(k)
+}
 
 // KeyFilter is the stored-subject filter matching every event of key k,
 // whatever its partition.

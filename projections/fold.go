@@ -2,6 +2,7 @@ package projections
 
 import (
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/jetplane/jetplane/schemas"
 )
@@ -13,7 +14,8 @@ const (
 )
 
 // Fold returns the state of one key after ev, given its state before (nil
-// when the key is absent). A nil result means the key is absent afterwards.
+// when the key is absent). It works on records, whose spec stays encoded:
+// no decision of the fold looks inside a spec. A nil result means the key is absent afterwards.
 //
 // Fold is pure and deterministic: it reads nothing but its arguments, so the
 // log replayed from sequence 1 always reaches the state the live fold
@@ -24,7 +26,7 @@ const (
 // Events the fold cannot use (no object where one is needed, a status for an
 // absent key) leave the state unchanged, so a malformed event from an
 // outside publisher cannot corrupt it.
-func Fold(cur *schemas.Object, ev *schemas.Event) *schemas.Object {
+func Fold(cur *schemas.ObjectRecord, ev *schemas.EventRecord) *schemas.ObjectRecord {
 	switch ev.GetType() {
 	case schemas.EventType_EVENT_TYPE_APPLIED, schemas.EventType_EVENT_TYPE_OBSERVED:
 		next := ev.GetObject()
@@ -90,17 +92,31 @@ func Fold(cur *schemas.Object, ev *schemas.Event) *schemas.Object {
 
 // revise returns a copy of cur at a new resourceVersion, sharing spec and
 // status (which the caller replaces, never mutates).
-func revise(cur *schemas.Object, seq uint64) *schemas.Object {
+func revise(cur *schemas.ObjectRecord, seq uint64) *schemas.ObjectRecord {
 	meta := proto.CloneOf(cur.Metadata)
 	if meta == nil {
 		meta = &schemas.ObjectMeta{}
 	}
 	meta.ResourceVersion = seq
-	return &schemas.Object{
+	return &schemas.ObjectRecord{
 		ApiVersion: cur.ApiVersion,
 		Kind:       cur.Kind,
 		Metadata:   meta,
 		Spec:       cur.Spec,
 		Status:     cur.Status,
 	}
+}
+
+// ObjectOf decodes a record's spec into a full object. The record's
+// metadata and status are shared, not copied. A spec that does not decode
+// (only an outside publisher could write one) becomes empty.
+func ObjectOf(r *schemas.ObjectRecord) *schemas.Object {
+	if r == nil {
+		return nil
+	}
+	spec := new(structpb.Struct)
+	if err := proto.Unmarshal(r.Spec, spec); err != nil {
+		spec = new(structpb.Struct)
+	}
+	return &schemas.Object{ApiVersion: r.ApiVersion, Kind: r.Kind, Metadata: r.Metadata, Spec: spec, Status: r.Status}
 }

@@ -102,7 +102,10 @@ func (p *Projector) Start(ctx context.Context) error {
 	lastSnap, lastSnapAt := from, time.Now()
 	ticker := time.NewTicker(cfg.SnapshotInterval)
 	defer ticker.Stop()
-	err = cfg.Log.Read(ctx, events.ReadOptions{From: from + 1, Follow: true}, func(ev *schemas.Event) error {
+	skip := func(m events.Message, err error) {
+		cfg.Logger.Warn("skipping undecodable event", "sequence", m.Sequence, "err", err)
+	}
+	err = foldLog(ctx, cfg.Log, events.ReadOptions{From: from + 1, Follow: true}, func(ev *schemas.EventRecord) error {
 		cfg.Store.Apply(ev)
 		if !p.ready.Load() && ev.Sequence >= head {
 			p.caughtUp(began, head)
@@ -121,7 +124,7 @@ func (p *Projector) Start(ctx context.Context) error {
 			lastSnap, lastSnapAt = ev.Sequence, time.Now()
 		}
 		return nil
-	})
+	}, skip)
 	return err
 }
 
@@ -185,16 +188,16 @@ func StateAt(ctx context.Context, log Log, blobs Blobs, seq uint64) (*Store, err
 	if st.Seq() >= seq {
 		return st, nil
 	}
-	err := log.Read(ctx, events.ReadOptions{From: st.Seq() + 1}, func(ev *schemas.Event) error {
+	err := foldLog(ctx, log, events.ReadOptions{From: st.Seq() + 1}, func(ev *schemas.EventRecord) error {
 		if ev.Sequence > seq {
-			return events.ErrStop
+			return errDone
 		}
 		st.Apply(ev)
 		if ev.Sequence == seq {
-			return events.ErrStop
+			return errDone
 		}
 		return nil
-	})
+	}, func(events.Message, error) {})
 	if err != nil {
 		return nil, fmt.Errorf("state at %d: %w", seq, err)
 	}

@@ -3,6 +3,7 @@ package projections_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -69,6 +70,7 @@ func appendAll(t *testing.T, l *events.Log, evs []*schemas.Event) uint64 {
 
 func startProjector(t *testing.T, cfg projections.ProjectorConfig) {
 	t.Helper()
+	cfg.Logger = slog.New(slog.DiscardHandler)
 	p, err := projections.NewProjector(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +135,7 @@ func TestReplayEqualsLive(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := projections.NewProjector(projections.ProjectorConfig{Log: l, Store: atMid, Blobs: blobs})
+			p, err := projections.NewProjector(projections.ProjectorConfig{Log: l, Store: atMid, Blobs: blobs, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,7 +16,7 @@ import (
 type Store struct {
 	mu      sync.RWMutex
 	seq     uint64 // last sequence applied
-	objects map[Key]*schemas.Object
+	objects map[Key]*schemas.ObjectRecord
 	byKind  map[string]keySet
 	byNS    map[string]keySet
 	byGroup map[string]keySet
@@ -44,7 +44,7 @@ func NewStore(opts StoreOptions) *Store {
 		opts.WatchWindow = 10000
 	}
 	return &Store{
-		objects:    map[Key]*schemas.Object{},
+		objects:    map[Key]*schemas.ObjectRecord{},
 		byKind:     map[string]keySet{},
 		byNS:       map[string]keySet{},
 		byGroup:    map[string]keySet{},
@@ -57,8 +57,8 @@ func NewStore(opts StoreOptions) *Store {
 
 // Apply folds one event into the store. Events must come in log order;
 // events at or below the store's sequence are ignored (a resumed reader may
-// deliver some twice).
-func (s *Store) Apply(ev *schemas.Event) {
+// deliver some twice). The store takes ownership of ev.
+func (s *Store) Apply(ev *schemas.EventRecord) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ev.Sequence != 0 && ev.Sequence <= s.seq {
@@ -68,16 +68,22 @@ func (s *Store) Apply(ev *schemas.Event) {
 	cur := s.objects[k]
 	next := Fold(cur, ev)
 	if next != cur {
-		s.unindex(k, cur)
-		s.index(k, next)
-		s.watch.publish(change(k, cur, next, ev))
+		if cur != nil && next != nil && sameIndexed(cur.Metadata, next.Metadata) {
+			// Most events (status writes, re-applies) leave every index
+			// as it was; only the object itself changes.
+			s.objects[k] = next
+		} else {
+			s.unindex(k, cur)
+			s.index(k, next)
+		}
+		s.watch.publish(newChange(k, cur, next, ev))
 	}
 	s.seq = ev.Sequence
 	close(s.notify)
 	s.notify = make(chan struct{})
 }
 
-func (s *Store) index(k Key, o *schemas.Object) {
+func (s *Store) index(k Key, o *schemas.ObjectRecord) {
 	if o == nil {
 		return
 	}
@@ -96,7 +102,7 @@ func (s *Store) index(k Key, o *schemas.Object) {
 		add(vals, lv, k)
 	}
 	for _, d := range o.Metadata.GetDependsOn() {
-		dk := dependencyKey(k, d)
+		dk := dependencyKey(d)
 		set := s.dependents[dk]
 		if set == nil {
 			set = keySet{}
@@ -106,7 +112,7 @@ func (s *Store) index(k Key, o *schemas.Object) {
 	}
 }
 
-func (s *Store) unindex(k Key, o *schemas.Object) {
+func (s *Store) unindex(k Key, o *schemas.ObjectRecord) {
 	if o == nil {
 		return
 	}
@@ -125,7 +131,7 @@ func (s *Store) unindex(k Key, o *schemas.Object) {
 		}
 	}
 	for _, d := range o.Metadata.GetDependsOn() {
-		dk := dependencyKey(k, d)
+		dk := dependencyKey(d)
 		if set := s.dependents[dk]; set != nil {
 			delete(set, k)
 			if len(set) == 0 {
@@ -135,15 +141,25 @@ func (s *Store) unindex(k Key, o *schemas.Object) {
 	}
 }
 
-// dependencyKey resolves a dependsOn entry of key k: an empty namespace
-// means k's own.
-func dependencyKey(k Key, d *schemas.ObjectKey) Key {
-	dk := KeyOf(d)
-	if dk.Namespace == "" {
-		dk.Namespace = k.Namespace
+// sameIndexed reports whether two versions of one key share every indexed
+// field: group, labels and dependsOn.
+func sameIndexed(a, b *schemas.ObjectMeta) bool {
+	if a.GetGroup() != b.GetGroup() || !maps.Equal(a.GetLabels(), b.GetLabels()) || len(a.GetDependsOn()) != len(b.GetDependsOn()) {
+		return false
 	}
-	return dk
+	for i, d := range a.GetDependsOn() {
+		e := b.GetDependsOn()[i]
+		if d.GetKind() != e.GetKind() || d.GetNamespace() != e.GetNamespace() || d.GetName() != e.GetName() {
+			return false
+		}
+	}
+	return true
 }
+
+// dependencyKey is the key a dependsOn entry names. Entries are stored
+// resolved (the manifest decoder fills in the namespace), so an empty
+// namespace is cluster scope.
+func dependencyKey(d *schemas.ObjectKey) Key { return KeyOf(d) }
 
 func add(m map[string]keySet, v string, k Key) {
 	set := m[v]
@@ -189,6 +205,11 @@ func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
 
 // Get returns the object of key k, or nil.
 func (s *Store) Get(k Key) *schemas.Object {
+	return ObjectOf(s.GetRecord(k))
+}
+
+// GetRecord returns the record of key k (spec still encoded), or nil.
+func (s *Store) GetRecord(k Key) *schemas.ObjectRecord {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.objects[k]
@@ -203,7 +224,7 @@ type Query struct {
 	Labels    Selector
 }
 
-func (q Query) matches(k Key, o *schemas.Object) bool {
+func (q Query) matches(k Key, o *schemas.ObjectRecord) bool {
 	return kindMatches(q.Kind, k.Kind) &&
 		(q.Namespace == "" || k.Namespace == q.Namespace) &&
 		(q.Group == "" || o.Metadata.GetGroup() == q.Group) &&
@@ -214,13 +235,19 @@ func (q Query) matches(k Key, o *schemas.Object) bool {
 // answer is consistent with (a watch from it misses nothing).
 func (s *Store) List(q Query) ([]*schemas.Object, uint64) {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	keys := s.match(q)
-	objs := make([]*schemas.Object, len(keys))
+	recs := make([]*schemas.ObjectRecord, len(keys))
 	for i, k := range keys {
-		objs[i] = s.objects[k]
+		recs[i] = s.objects[k]
 	}
-	return objs, s.seq
+	seq := s.seq
+	s.mu.RUnlock()
+	// Specs are decoded outside the lock: records are immutable.
+	objs := make([]*schemas.Object, len(recs))
+	for i, r := range recs {
+		objs[i] = ObjectOf(r)
+	}
+	return objs, seq
 }
 
 // match returns the keys matching q, ordered. The caller holds s.mu.

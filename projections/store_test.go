@@ -8,19 +8,19 @@ import (
 	"github.com/jetplane/jetplane/schemas"
 )
 
-func applied(seq uint64, name string, labels map[string]string, deps ...string) *schemas.Event {
+func applied(seq uint64, name string, labels map[string]string, deps ...string) *schemas.EventRecord {
 	meta := &schemas.ObjectMeta{Labels: labels, Group: "g1"}
 	for _, d := range deps {
-		meta.DependsOn = append(meta.DependsOn, &schemas.ObjectKey{Kind: "ConfigMap", Name: d})
+		meta.DependsOn = append(meta.DependsOn, &schemas.ObjectKey{Kind: "ConfigMap", Namespace: "ns", Name: d})
 	}
-	return &schemas.Event{Sequence: seq, Type: schemas.EventType_EVENT_TYPE_APPLIED,
+	return &schemas.EventRecord{Sequence: seq, Type: schemas.EventType_EVENT_TYPE_APPLIED,
 		Key:    &schemas.ObjectKey{Kind: "ConfigMap", Namespace: "ns", Name: name},
-		Object: &schemas.Object{ApiVersion: "v1", Kind: "ConfigMap", Metadata: meta}}
+		Object: &schemas.ObjectRecord{ApiVersion: "v1", Kind: "ConfigMap", Metadata: meta}}
 }
 
-func typed(seq uint64, name string, t schemas.EventType) *schemas.Event {
-	return &schemas.Event{Sequence: seq, Type: t, Key: &schemas.ObjectKey{Kind: "ConfigMap", Namespace: "ns", Name: name},
-		Object: &schemas.Object{Status: &schemas.Status{Phase: "Ready"}}}
+func typed(seq uint64, name string, t schemas.EventType) *schemas.EventRecord {
+	return &schemas.EventRecord{Sequence: seq, Type: t, Key: &schemas.ObjectKey{Kind: "ConfigMap", Namespace: "ns", Name: name},
+		Object: &schemas.ObjectRecord{Status: &schemas.Status{Phase: "Ready"}}}
 }
 
 func TestFold(t *testing.T) {

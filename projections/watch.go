@@ -24,8 +24,23 @@ type Change struct {
 	Key      Key
 	Object   *schemas.Object
 	Sequence uint64
-	// Event is the event that caused the change, for logging and audit.
-	Event *schemas.Event
+	// Event is the event that caused the change, for logging and audit
+	// (nil for the current objects a watch from 0 starts with).
+	Event *schemas.EventRecord
+}
+
+// change is a Change as the store keeps it, with the object's spec still
+// encoded; it is decoded only for watchers that receive it.
+type change struct {
+	typ   ChangeType
+	key   Key
+	rec   *schemas.ObjectRecord
+	seq   uint64
+	event *schemas.EventRecord
+}
+
+func (c change) decode() Change {
+	return Change{Type: c.typ, Key: c.key, Object: ObjectOf(c.rec), Sequence: c.seq, Event: c.event}
 }
 
 // ErrGone means a watch asked to resume from a resourceVersion older than
@@ -33,16 +48,16 @@ type Change struct {
 // resourceVersion.
 var ErrGone = errors.New("resourceVersion is too old")
 
-func change(k Key, cur, next *schemas.Object, ev *schemas.Event) Change {
-	c := Change{Key: k, Object: next, Sequence: ev.Sequence, Event: ev}
+func newChange(k Key, cur, next *schemas.ObjectRecord, ev *schemas.EventRecord) change {
+	c := change{key: k, rec: next, seq: ev.Sequence, event: ev}
 	switch {
 	case cur == nil:
-		c.Type = Added
+		c.typ = Added
 	case next == nil:
-		c.Type = Deleted
-		c.Object = revise(cur, ev.Sequence)
+		c.typ = Deleted
+		c.rec = revise(cur, ev.Sequence)
 	default:
-		c.Type = Modified
+		c.typ = Modified
 	}
 	return c
 }
@@ -51,7 +66,7 @@ func change(k Key, cur, next *schemas.Object, ev *schemas.Event) Change {
 // methods are called with the Store's lock held.
 type watchHub struct {
 	window  int
-	ring    []Change // oldest first once full; next write at head
+	ring    []change // oldest first once full; next write at head
 	head    int
 	full    bool
 	floor   uint64 // watches may resume from any sequence >= floor
@@ -65,23 +80,28 @@ type watcher struct {
 }
 
 func newWatchHub(window int) watchHub {
-	return watchHub{window: window, ring: make([]Change, 0, min(window, 1024)), members: map[int]*watcher{}}
+	return watchHub{window: window, ring: make([]change, 0, min(window, 1024)), members: map[int]*watcher{}}
 }
 
-func (h *watchHub) publish(c Change) {
+func (h *watchHub) publish(c change) {
 	if len(h.ring) < h.window {
 		h.ring = append(h.ring, c)
 	} else {
-		h.floor = h.ring[h.head].Sequence
+		h.floor = h.ring[h.head].seq
 		h.ring[h.head] = c
 		h.head = (h.head + 1) % h.window
 	}
+	var decoded *Change
 	for id, w := range h.members {
-		if !w.q.matches(c.Key, c.Object) {
+		if !w.q.matches(c.key, c.rec) {
 			continue
 		}
+		if decoded == nil {
+			d := c.decode()
+			decoded = &d
+		}
 		select {
-		case w.ch <- c:
+		case w.ch <- *decoded:
 		default:
 			// A watcher that cannot keep up is ended rather than allowed to
 			// stall the fold; it resumes from the last sequence it saw.
@@ -100,15 +120,15 @@ func (h *watchHub) reset(seq uint64) {
 }
 
 // since returns the changes after seq, oldest first.
-func (h *watchHub) since(seq uint64) ([]Change, error) {
+func (h *watchHub) since(seq uint64) ([]change, error) {
 	if seq < h.floor {
 		return nil, fmt.Errorf("%w: %d is older than the oldest change kept (%d); list and watch again", ErrGone, seq, h.floor)
 	}
-	var out []Change
+	var out []change
 	n := len(h.ring)
 	for i := range n {
 		c := h.ring[(h.head+i)%n]
-		if c.Sequence > seq {
+		if c.seq > seq {
 			out = append(out, c)
 		}
 	}
@@ -131,8 +151,8 @@ func (s *Store) Watch(q Query, from uint64) (changes <-chan Change, stop func(),
 	var backlog []Change
 	if from == 0 {
 		for _, k := range s.match(q) {
-			o := s.objects[k]
-			backlog = append(backlog, Change{Type: Added, Key: k, Object: o, Sequence: o.Metadata.GetResourceVersion()})
+			r := s.objects[k]
+			backlog = append(backlog, Change{Type: Added, Key: k, Object: ObjectOf(r), Sequence: r.Metadata.GetResourceVersion()})
 		}
 	} else {
 		past, err := s.watch.since(from)
@@ -140,8 +160,8 @@ func (s *Store) Watch(q Query, from uint64) (changes <-chan Change, stop func(),
 			return nil, nil, err
 		}
 		for _, c := range past {
-			if q.matches(c.Key, c.Object) {
-				backlog = append(backlog, c)
+			if q.matches(c.key, c.rec) {
+				backlog = append(backlog, c.decode())
 			}
 		}
 	}

@@ -198,6 +198,189 @@ func (x *Event) GetSequence() uint64 {
 	return 0
 }
 
+// EventRecord is Event as projections fold it: identical on the wire, but
+// the object's spec stays encoded (see ObjectRecord).
+type EventRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Type          EventType              `protobuf:"varint,2,opt,name=type,proto3,enum=jetplane.v1.EventType" json:"type,omitempty"`
+	Key           *ObjectKey             `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	Object        *ObjectRecord          `protobuf:"bytes,4,opt,name=object,proto3" json:"object,omitempty"`
+	Actor         string                 `protobuf:"bytes,5,opt,name=actor,proto3" json:"actor,omitempty"`
+	Time          *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=time,proto3" json:"time,omitempty"`
+	Cause         string                 `protobuf:"bytes,7,opt,name=cause,proto3" json:"cause,omitempty"`
+	Sequence      uint64                 `protobuf:"varint,8,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventRecord) Reset() {
+	*x = EventRecord{}
+	mi := &file_jetplane_v1_event_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventRecord) ProtoMessage() {}
+
+func (x *EventRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_jetplane_v1_event_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventRecord.ProtoReflect.Descriptor instead.
+func (*EventRecord) Descriptor() ([]byte, []int) {
+	return file_jetplane_v1_event_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *EventRecord) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *EventRecord) GetType() EventType {
+	if x != nil {
+		return x.Type
+	}
+	return EventType_EVENT_TYPE_UNSPECIFIED
+}
+
+func (x *EventRecord) GetKey() *ObjectKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *EventRecord) GetObject() *ObjectRecord {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *EventRecord) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *EventRecord) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *EventRecord) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *EventRecord) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+// ObjectRecord is Object with its spec left encoded: a Struct field and
+// its encoding are the same bytes on the wire, so an encoded Object decodes
+// as an ObjectRecord and back. Folding never looks inside a spec, and
+// decoding a Struct costs more than the rest of an event together, so the
+// projection keeps specs encoded and decodes one only when it is read.
+type ObjectRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ApiVersion    string                 `protobuf:"bytes,1,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Metadata      *ObjectMeta            `protobuf:"bytes,3,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Spec          []byte                 `protobuf:"bytes,4,opt,name=spec,proto3" json:"spec,omitempty"`
+	Status        *Status                `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObjectRecord) Reset() {
+	*x = ObjectRecord{}
+	mi := &file_jetplane_v1_event_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectRecord) ProtoMessage() {}
+
+func (x *ObjectRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_jetplane_v1_event_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectRecord.ProtoReflect.Descriptor instead.
+func (*ObjectRecord) Descriptor() ([]byte, []int) {
+	return file_jetplane_v1_event_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ObjectRecord) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *ObjectRecord) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ObjectRecord) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *ObjectRecord) GetSpec() []byte {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *ObjectRecord) GetStatus() *Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 // Snapshot is the projected state of every key at one log sequence.
 type Snapshot struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -211,7 +394,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_jetplane_v1_event_proto_msgTypes[1]
+	mi := &file_jetplane_v1_event_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -223,7 +406,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_jetplane_v1_event_proto_msgTypes[1]
+	mi := &file_jetplane_v1_event_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -236,7 +419,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_jetplane_v1_event_proto_rawDescGZIP(), []int{1}
+	return file_jetplane_v1_event_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Snapshot) GetSequence() uint64 {
@@ -264,14 +447,14 @@ func (x *Snapshot) GetEntries() []*SnapshotEntry {
 type SnapshotEntry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           *ObjectKey             `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Object        *Object                `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	Object        *ObjectRecord          `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SnapshotEntry) Reset() {
 	*x = SnapshotEntry{}
-	mi := &file_jetplane_v1_event_proto_msgTypes[2]
+	mi := &file_jetplane_v1_event_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -283,7 +466,7 @@ func (x *SnapshotEntry) String() string {
 func (*SnapshotEntry) ProtoMessage() {}
 
 func (x *SnapshotEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_jetplane_v1_event_proto_msgTypes[2]
+	mi := &file_jetplane_v1_event_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -296,7 +479,7 @@ func (x *SnapshotEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotEntry.ProtoReflect.Descriptor instead.
 func (*SnapshotEntry) Descriptor() ([]byte, []int) {
-	return file_jetplane_v1_event_proto_rawDescGZIP(), []int{2}
+	return file_jetplane_v1_event_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SnapshotEntry) GetKey() *ObjectKey {
@@ -306,7 +489,7 @@ func (x *SnapshotEntry) GetKey() *ObjectKey {
 	return nil
 }
 
-func (x *SnapshotEntry) GetObject() *Object {
+func (x *SnapshotEntry) GetObject() *ObjectRecord {
 	if x != nil {
 		return x.Object
 	}
@@ -326,14 +509,30 @@ const file_jetplane_v1_event_proto_rawDesc = "" +
 	"\x05actor\x18\x05 \x01(\tR\x05actor\x12.\n" +
 	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
 	"\x05cause\x18\a \x01(\tR\x05cause\x12\x1a\n" +
-	"\bsequence\x18\b \x01(\x04R\bsequence\"\x8c\x01\n" +
+	"\bsequence\x18\b \x01(\x04R\bsequence\"\x9e\x02\n" +
+	"\vEventRecord\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
+	"\x04type\x18\x02 \x01(\x0e2\x16.jetplane.v1.EventTypeR\x04type\x12(\n" +
+	"\x03key\x18\x03 \x01(\v2\x16.jetplane.v1.ObjectKeyR\x03key\x121\n" +
+	"\x06object\x18\x04 \x01(\v2\x19.jetplane.v1.ObjectRecordR\x06object\x12\x14\n" +
+	"\x05actor\x18\x05 \x01(\tR\x05actor\x12.\n" +
+	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
+	"\x05cause\x18\a \x01(\tR\x05cause\x12\x1a\n" +
+	"\bsequence\x18\b \x01(\x04R\bsequence\"\xb9\x01\n" +
+	"\fObjectRecord\x12\x1f\n" +
+	"\vapi_version\x18\x01 \x01(\tR\n" +
+	"apiVersion\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x123\n" +
+	"\bmetadata\x18\x03 \x01(\v2\x17.jetplane.v1.ObjectMetaR\bmetadata\x12\x12\n" +
+	"\x04spec\x18\x04 \x01(\fR\x04spec\x12+\n" +
+	"\x06status\x18\x05 \x01(\v2\x13.jetplane.v1.StatusR\x06status\"\x8c\x01\n" +
 	"\bSnapshot\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x124\n" +
-	"\aentries\x18\x03 \x03(\v2\x1a.jetplane.v1.SnapshotEntryR\aentries\"f\n" +
+	"\aentries\x18\x03 \x03(\v2\x1a.jetplane.v1.SnapshotEntryR\aentries\"l\n" +
 	"\rSnapshotEntry\x12(\n" +
-	"\x03key\x18\x01 \x01(\v2\x16.jetplane.v1.ObjectKeyR\x03key\x12+\n" +
-	"\x06object\x18\x02 \x01(\v2\x13.jetplane.v1.ObjectR\x06object*\xc8\x01\n" +
+	"\x03key\x18\x01 \x01(\v2\x16.jetplane.v1.ObjectKeyR\x03key\x121\n" +
+	"\x06object\x18\x02 \x01(\v2\x19.jetplane.v1.ObjectRecordR\x06object*\xc8\x01\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12EVENT_TYPE_APPLIED\x10\x01\x12\x1f\n" +
@@ -356,30 +555,40 @@ func file_jetplane_v1_event_proto_rawDescGZIP() []byte {
 }
 
 var file_jetplane_v1_event_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jetplane_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_jetplane_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_jetplane_v1_event_proto_goTypes = []any{
 	(EventType)(0),                // 0: jetplane.v1.EventType
 	(*Event)(nil),                 // 1: jetplane.v1.Event
-	(*Snapshot)(nil),              // 2: jetplane.v1.Snapshot
-	(*SnapshotEntry)(nil),         // 3: jetplane.v1.SnapshotEntry
-	(*ObjectKey)(nil),             // 4: jetplane.v1.ObjectKey
-	(*Object)(nil),                // 5: jetplane.v1.Object
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*EventRecord)(nil),           // 2: jetplane.v1.EventRecord
+	(*ObjectRecord)(nil),          // 3: jetplane.v1.ObjectRecord
+	(*Snapshot)(nil),              // 4: jetplane.v1.Snapshot
+	(*SnapshotEntry)(nil),         // 5: jetplane.v1.SnapshotEntry
+	(*ObjectKey)(nil),             // 6: jetplane.v1.ObjectKey
+	(*Object)(nil),                // 7: jetplane.v1.Object
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*ObjectMeta)(nil),            // 9: jetplane.v1.ObjectMeta
+	(*Status)(nil),                // 10: jetplane.v1.Status
 }
 var file_jetplane_v1_event_proto_depIdxs = []int32{
-	0, // 0: jetplane.v1.Event.type:type_name -> jetplane.v1.EventType
-	4, // 1: jetplane.v1.Event.key:type_name -> jetplane.v1.ObjectKey
-	5, // 2: jetplane.v1.Event.object:type_name -> jetplane.v1.Object
-	6, // 3: jetplane.v1.Event.time:type_name -> google.protobuf.Timestamp
-	6, // 4: jetplane.v1.Snapshot.time:type_name -> google.protobuf.Timestamp
-	3, // 5: jetplane.v1.Snapshot.entries:type_name -> jetplane.v1.SnapshotEntry
-	4, // 6: jetplane.v1.SnapshotEntry.key:type_name -> jetplane.v1.ObjectKey
-	5, // 7: jetplane.v1.SnapshotEntry.object:type_name -> jetplane.v1.Object
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	0,  // 0: jetplane.v1.Event.type:type_name -> jetplane.v1.EventType
+	6,  // 1: jetplane.v1.Event.key:type_name -> jetplane.v1.ObjectKey
+	7,  // 2: jetplane.v1.Event.object:type_name -> jetplane.v1.Object
+	8,  // 3: jetplane.v1.Event.time:type_name -> google.protobuf.Timestamp
+	0,  // 4: jetplane.v1.EventRecord.type:type_name -> jetplane.v1.EventType
+	6,  // 5: jetplane.v1.EventRecord.key:type_name -> jetplane.v1.ObjectKey
+	3,  // 6: jetplane.v1.EventRecord.object:type_name -> jetplane.v1.ObjectRecord
+	8,  // 7: jetplane.v1.EventRecord.time:type_name -> google.protobuf.Timestamp
+	9,  // 8: jetplane.v1.ObjectRecord.metadata:type_name -> jetplane.v1.ObjectMeta
+	10, // 9: jetplane.v1.ObjectRecord.status:type_name -> jetplane.v1.Status
+	8,  // 10: jetplane.v1.Snapshot.time:type_name -> google.protobuf.Timestamp
+	5,  // 11: jetplane.v1.Snapshot.entries:type_name -> jetplane.v1.SnapshotEntry
+	6,  // 12: jetplane.v1.SnapshotEntry.key:type_name -> jetplane.v1.ObjectKey
+	3,  // 13: jetplane.v1.SnapshotEntry.object:type_name -> jetplane.v1.ObjectRecord
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_jetplane_v1_event_proto_init() }
@@ -394,7 +603,7 @@ func file_jetplane_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jetplane_v1_event_proto_rawDesc), len(file_jetplane_v1_event_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   3,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

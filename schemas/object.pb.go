@@ -96,7 +96,9 @@ type ObjectMeta struct {
 	Labels      map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Annotations map[string]string `protobuf:"bytes,6,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// depends_on lists the objects that must be Ready before this one is
-	// reconciled. An empty namespace means the object's own namespace.
+	// reconciled. Entries are stored resolved: an empty namespace is cluster
+	// scope (manifests may omit a namespaced dependency's namespace; the
+	// decoder fills in the object's own).
 	DependsOn  []*ObjectKey `protobuf:"bytes,7,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
 	Finalizers []string     `protobuf:"bytes,8,rep,name=finalizers,proto3" json:"finalizers,omitempty"`
 	// generation is bumped each time the spec changes.

@@ -303,9 +303,6 @@ func (g *Gate) checkCycles(keys []projections.Key, objs []*schemas.Object) error
 		}
 		for _, d := range o.GetMetadata().GetDependsOn() {
 			dk := projections.KeyOf(d)
-			if dk.Namespace == "" {
-				dk.Namespace = k.Namespace
-			}
 			edges[k.String()] = append(edges[k.String()], dk.String())
 			if !seen[dk] {
 				seen[dk] = true

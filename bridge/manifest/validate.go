@@ -122,7 +122,9 @@ func (c *checker) list(m map[string]any) []decoded {
 }
 
 func (c *checker) object(m map[string]any, prefix string) *schemas.Object {
-	c.unknownFields(m, prefix, topLevelFields, nil, "an object has apiVersion, kind, metadata and spec; settings belong under spec")
+	kind, _ := m["kind"].(string)
+	content := contentFields[kind]
+	c.unknownFields(m, prefix, append(content, topLevelFields...), nil, "an object has apiVersion, kind, metadata and spec; settings belong under spec")
 	o := &schemas.Object{Metadata: &schemas.ObjectMeta{}}
 
 	if v, ok := c.requiredString(m, prefix, "apiVersion"); ok {
@@ -155,6 +157,9 @@ func (c *checker) object(m map[string]any, prefix string) *schemas.Object {
 	}
 
 	specPath := fieldPath(prefix, "spec")
+	if len(content) > 0 {
+		m = liftContent(c, m, prefix, content)
+	}
 	switch spec := m["spec"].(type) {
 	case nil:
 		o.Spec = &structpb.Struct{}
@@ -170,6 +175,39 @@ func (c *checker) object(m map[string]any, prefix string) *schemas.Object {
 	// status is written by jetplane's reconcilers; a manifest's copy (often
 	// from `kubectl get -o yaml`) is stale by definition.
 	return o
+}
+
+// liftContent moves a kind's top-level content fields under spec.
+func liftContent(c *checker, m map[string]any, prefix string, content []string) map[string]any {
+	spec, _ := m["spec"].(map[string]any)
+	moved := false
+	for _, f := range content {
+		v, ok := m[f]
+		if !ok {
+			continue
+		}
+		if spec == nil {
+			if _, hasSpec := m["spec"]; hasSpec {
+				return m // spec has the wrong type; that error is reported below
+			}
+			spec = map[string]any{}
+		}
+		if _, clash := spec[f]; clash {
+			c.add(fieldPath(prefix, f), "is given both at the top level and under spec; keep one")
+			continue
+		}
+		spec[f] = v
+		moved = true
+	}
+	if !moved {
+		return m
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	out["spec"] = spec
+	return out
 }
 
 func (c *checker) metadata(m map[string]any, path string, o *schemas.Object) {
@@ -281,12 +319,15 @@ func (c *checker) dependsOn(v any, path string, o *schemas.Object) {
 				c.add(fieldPath(entryPath, k), "unknown field %s; a dependsOn entry has kind, namespace and name", quoteValue(k))
 			}
 		}
-		key := &schemas.ObjectKey{Namespace: o.Metadata.Namespace}
+		key := &schemas.ObjectKey{}
 		if kind, ok := c.requiredString(m, entryPath, "kind"); ok {
 			if len(kind) > 317 || !refKindRE.MatchString(kind) {
 				c.add(fieldPath(entryPath, "kind"), "%s is not a valid kind: must be Kind or Kind.group, such as Service or Deployment.apps", quoteValue(kind))
 			}
 			key.Kind = kind
+			if !isClusterScoped(kind) {
+				key.Namespace = o.Metadata.Namespace
+			}
 		}
 		if ns, ok := c.optionalString(m, entryPath, "namespace"); ok && ns != "" {
 			if reason := checkLabel(ns); reason != "" {

@@ -21,7 +21,18 @@ func NATS(tb testing.TB) (*embedded.Server, *nats.Conn) {
 // same data.
 func NATSAt(tb testing.TB, dir string) (*embedded.Server, *nats.Conn) {
 	tb.Helper()
-	srv, err := embedded.Start(embedded.Config{StoreDir: dir, Port: -1})
+	return NATSWith(tb, embedded.Config{StoreDir: dir})
+}
+
+// NATSWith starts a server with cfg; an empty StoreDir is a temporary one,
+// and the port is always a free one.
+func NATSWith(tb testing.TB, cfg embedded.Config) (*embedded.Server, *nats.Conn) {
+	tb.Helper()
+	if cfg.StoreDir == "" {
+		cfg.StoreDir = tb.TempDir()
+	}
+	cfg.Port = -1
+	srv, err := embedded.Start(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,0 +1,114 @@
+package projections_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/internal/testenv"
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// benchEvents is the log size for replay benchmarks: 1,000,000 unless
+// JETPLANE_BENCH_EVENTS says otherwise.
+func benchEvents(b *testing.B) int {
+	if v := os.Getenv("JETPLANE_BENCH_EVENTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			b.Fatalf("JETPLANE_BENCH_EVENTS: %v", err)
+		}
+		return n
+	}
+	return 1_000_000
+}
+
+// replayMix is a realistic mix over 100,000 keys: applies of small objects
+// (labels, a group, a dependsOn), status writes, and deletes.
+func replayMix(i int) *schemas.Event {
+	k := &schemas.ObjectKey{Kind: "ConfigMap", Namespace: fmt.Sprint("ns-", i%10), Name: fmt.Sprint("cm-", i%100_000)}
+	ev := &schemas.Event{Key: k, Actor: "user/bench", Time: timestamppb.Now()}
+	switch i % 10 {
+	case 7, 8:
+		ev.Type = schemas.EventType_EVENT_TYPE_STATUS_CHANGED
+		ev.Object = &schemas.Object{Status: &schemas.Status{Phase: "Ready", ObservedGeneration: int64(i / 100_000)}}
+	case 9:
+		if i%20 == 9 {
+			ev.Type = schemas.EventType_EVENT_TYPE_DELETE_REQUESTED
+			break
+		}
+		ev.Type = schemas.EventType_EVENT_TYPE_FINALIZED
+	default:
+		spec, _ := structpb.NewStruct(map[string]any{"LOG_LEVEL": "info", "replicas": float64(i % 5)})
+		ev.Type = schemas.EventType_EVENT_TYPE_APPLIED
+		ev.Object = &schemas.Object{ApiVersion: "v1", Kind: "ConfigMap", Spec: spec, Metadata: &schemas.ObjectMeta{
+			Labels: map[string]string{"app": fmt.Sprint("app-", i%50)}, Group: fmt.Sprint("g-", i%20), Generation: int64(i/100_000 + 1),
+			DependsOn: []*schemas.ObjectKey{{Kind: "ConfigMap", Name: fmt.Sprint("cm-", (i+1)%100_000)}},
+		}}
+	}
+	return ev
+}
+
+// BenchmarkReplay folds the whole log (1,000,000 events by default) from
+// sequence 1 into a fresh store, reading from JetStream, as a restart
+// without a snapshot or an as-of query does.
+func BenchmarkReplay(b *testing.B) {
+	n := benchEvents(b)
+	l := testenv.Log(b, events.Config{})
+	ctx := context.Background()
+	var last uint64
+	for start := 0; start < n; start += events.MaxBatch {
+		entries := make([]events.Entry, min(events.MaxBatch, n-start))
+		for j := range entries {
+			entries[j] = events.Entry{Event: replayMix(start + j), Expect: events.AnyVersion}
+		}
+		res, errs := l.AppendAsync(ctx, entries)
+		if errs != nil {
+			b.Fatal(errs)
+		}
+		last = res[len(res)-1].Sequence
+	}
+	b.ResetTimer()
+	for range b.N {
+		st, err := projections.StateAt(ctx, l, nil, last)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st.Seq() != last {
+			b.Fatalf("replay stopped at %d of %d", st.Seq(), last)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkFold is the fold alone: decoding and applying pre-encoded events
+// from memory, without JetStream. Comparing it with BenchmarkReplay shows
+// what reading the log costs.
+func BenchmarkFold(b *testing.B) {
+	n := benchEvents(b)
+	payloads := make([][]byte, n)
+	for i := range payloads {
+		payloads[i], _ = proto.Marshal(replayMix(i))
+	}
+	b.ResetTimer()
+	for range b.N {
+		st := projections.NewStore(projections.StoreOptions{})
+		for i, p := range payloads {
+			ev, err := events.DecodeRecord(p, uint64(i+1))
+			if err != nil {
+				b.Fatal(err)
+			}
+			st.Apply(ev)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(0, "ns/op")
+}
