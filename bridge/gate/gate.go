@@ -41,6 +41,17 @@ var (
 	_ State = (*projections.Store)(nil)
 )
 
+// invalidError is a refusal whose message says what to do; it matches
+// ErrInvalid.
+type invalidError struct{ msg string }
+
+func (e invalidError) Error() string        { return e.msg }
+func (e invalidError) Is(target error) bool { return target == ErrInvalid }
+
+func invalid(format string, args ...any) error {
+	return invalidError{msg: fmt.Sprintf(format, args...)}
+}
+
 var (
 	// ErrInvalid marks a request the gate refuses whatever the state
 	// (a dependsOn cycle, a change to an object being deleted).
@@ -150,7 +161,7 @@ func (g *Gate) applyOnce(ctx context.Context, actor string, keys []projections.K
 		k := keys[i]
 		cur := g.cfg.State.Get(k)
 		if cur.GetStatus().GetGoal() == projections.GoalDeleted {
-			return nil, fmt.Errorf("%s: %w: it is being deleted; apply it again once it is gone", k, ErrInvalid)
+			return nil, invalid("%s is being deleted; apply it again once it is gone", k)
 		}
 		next, action := desired(cur, o, now)
 		outcomes[i] = Outcome{Key: k, Action: action, Object: cur}
@@ -311,7 +322,7 @@ func (g *Gate) checkCycles(keys []projections.Key, objs []*schemas.Object) error
 		}
 	}
 	if cycle := manifest.FindCycle(edges); cycle != nil {
-		return fmt.Errorf("metadata.dependsOn: %w: cycle %s", ErrInvalid, strings.Join(cycle, " → "))
+		return invalid("metadata.dependsOn: cycle %s; remove one of these dependencies", strings.Join(cycle, " → "))
 	}
 	return nil
 }
