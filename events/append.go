@@ -40,7 +40,6 @@ var (
 const (
 	hdrMsgID        = "Nats-Msg-Id"
 	hdrExpectSeq    = "Nats-Expected-Last-Subject-Sequence"
-	hdrExpectSubj   = "Nats-Expected-Last-Subject-Sequence-Subject"
 	hdrBatchID      = "Nats-Batch-Id"
 	hdrBatchSeq     = "Nats-Batch-Sequence"
 	hdrBatchCommit  = "Nats-Batch-Commit"
@@ -86,10 +85,11 @@ func (l *Log) msg(e Entry) (*nats.Msg, error) {
 	m.Data = data
 	m.Header.Set(hdrMsgID, ev.Id)
 	if e.Expect != AnyVersion {
+		// The server applies the stream's subject transform before any
+		// check, so this compares against the key's stored subject (with
+		// its partition), on single servers and clusters alike. Naming the
+		// subject explicitly would store one more header in every event.
 		m.Header.Set(hdrExpectSeq, strconv.FormatUint(e.Expect, 10))
-		// The check must see the stored subject, which carries the
-		// partition the server computes; the writer computes the same one.
-		m.Header.Set(hdrExpectSubj, StoredSubject(ev.Key, l.partitions))
 	}
 	return m, nil
 }

@@ -10,7 +10,8 @@
 // Subjects. Writers publish on the input subject jp.in.<kind>.<ns>.<name>;
 // the stream's subject transform stores the event under
 // jp.ev.<partition>.<kind>.<ns>.<name>, the partition computed by the server,
-// so no publisher can choose its partition. Optimistic-concurrency checks name
-// the stored subject, whose partition the writer computes exactly as the
-// server does (Partition). See docs/decisions/0001-subjects-and-partitions.md.
+// so no publisher can choose its partition. The server applies the transform
+// before optimistic-concurrency checks, so an expected version is compared
+// with the key's stored subject. See
+// docs/decisions/0001-subjects-and-partitions.md.
 package events

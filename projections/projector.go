@@ -87,6 +87,10 @@ func (p *Projector) Ready() bool { return p.ready.Load() }
 func (p *Projector) Start(ctx context.Context) error {
 	cfg := p.cfg
 	began := time.Now()
+	// Nothing reads the store before it catches up (Ready is false), so the
+	// catch-up is a bulk load.
+	cfg.Store.BeginBulk()
+	defer cfg.Store.EndBulk()
 	if err := p.restore(ctx); err != nil {
 		return err
 	}
@@ -129,6 +133,7 @@ func (p *Projector) Start(ctx context.Context) error {
 }
 
 func (p *Projector) caughtUp(began time.Time, head uint64) {
+	p.cfg.Store.EndBulk()
 	p.ready.Store(true)
 	p.cfg.Logger.Info("projection caught up", "sequence", head, "objects", p.cfg.Store.Len(), "took", time.Since(began).Round(time.Millisecond))
 }
@@ -179,7 +184,10 @@ func LoadSnapshot(ctx context.Context, b Blobs) (*schemas.Snapshot, error) {
 // when it is not past seq, then the log up to seq. It reads but never
 // changes the live store.
 func StateAt(ctx context.Context, log Log, blobs Blobs, seq uint64) (*Store, error) {
+	// The rebuilt store answers one query; building indexes for it would
+	// cost more than the scan, so it stays a bulk (unindexed) store.
 	st := NewStore(StoreOptions{WatchWindow: 1})
+	st.BeginBulk()
 	if blobs != nil {
 		if snap, err := LoadSnapshot(ctx, blobs); err == nil && snap.Sequence <= seq {
 			st.Restore(snap)

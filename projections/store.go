@@ -22,11 +22,18 @@ type Store struct {
 	byGroup map[string]keySet
 	// byLabel is label key -> value -> keys.
 	byLabel map[string]map[string]keySet
-	// dependents is dependency -> keys whose dependsOn names it.
-	dependents map[Key]keySet
+	// dependents is dependency -> keys whose dependsOn names it. A slice,
+	// not a set: most objects have few dependents, and a map per
+	// dependency costs more than the scan on removal.
+	dependents map[Key][]Key
 
 	notify chan struct{} // closed and replaced after each Apply
 	watch  watchHub
+	// bulk defers the secondary indexes while a replay catches up: only
+	// objects is kept current, and EndBulk builds the indexes once from the
+	// final state. A replay of a long log churns the same keys many times;
+	// indexing each step costs more than decoding the event.
+	bulk bool
 }
 
 type keySet map[Key]struct{}
@@ -49,7 +56,7 @@ func NewStore(opts StoreOptions) *Store {
 		byNS:       map[string]keySet{},
 		byGroup:    map[string]keySet{},
 		byLabel:    map[string]map[string]keySet{},
-		dependents: map[Key]keySet{},
+		dependents: map[Key][]Key{},
 		notify:     make(chan struct{}),
 		watch:      newWatchHub(opts.WatchWindow),
 	}
@@ -68,7 +75,13 @@ func (s *Store) Apply(ev *schemas.EventRecord) {
 	cur := s.objects[k]
 	next := Fold(cur, ev)
 	if next != cur {
-		if cur != nil && next != nil && sameIndexed(cur.Metadata, next.Metadata) {
+		if s.bulk {
+			if next == nil {
+				delete(s.objects, k)
+			} else {
+				s.objects[k] = next
+			}
+		} else if cur != nil && next != nil && sameIndexed(cur.Metadata, next.Metadata) {
 			// Most events (status writes, re-applies) leave every index
 			// as it was; only the object itself changes.
 			s.objects[k] = next
@@ -76,7 +89,9 @@ func (s *Store) Apply(ev *schemas.EventRecord) {
 			s.unindex(k, cur)
 			s.index(k, next)
 		}
-		s.watch.publish(newChange(k, cur, next, ev))
+		if !s.bulk {
+			s.watch.publish(newChange(k, cur, next, ev))
+		}
 	}
 	s.seq = ev.Sequence
 	close(s.notify)
@@ -103,12 +118,9 @@ func (s *Store) index(k Key, o *schemas.ObjectRecord) {
 	}
 	for _, d := range o.Metadata.GetDependsOn() {
 		dk := dependencyKey(d)
-		set := s.dependents[dk]
-		if set == nil {
-			set = keySet{}
-			s.dependents[dk] = set
+		if !slices.Contains(s.dependents[dk], k) {
+			s.dependents[dk] = append(s.dependents[dk], k)
 		}
-		set[k] = struct{}{}
 	}
 }
 
@@ -132,10 +144,15 @@ func (s *Store) unindex(k Key, o *schemas.ObjectRecord) {
 	}
 	for _, d := range o.Metadata.GetDependsOn() {
 		dk := dependencyKey(d)
-		if set := s.dependents[dk]; set != nil {
-			delete(set, k)
-			if len(set) == 0 {
+		if deps := s.dependents[dk]; deps != nil {
+			if i := slices.Index(deps, k); i >= 0 {
+				deps[i] = deps[len(deps)-1]
+				deps = deps[:len(deps)-1]
+			}
+			if len(deps) == 0 {
 				delete(s.dependents, dk)
+			} else {
+				s.dependents[dk] = deps
 			}
 		}
 	}
@@ -177,6 +194,41 @@ func remove(m map[string]keySet, v string, k Key) {
 			delete(m, v)
 		}
 	}
+}
+
+// BeginBulk starts a bulk load (a replay catching up with the log): until
+// EndBulk, Apply keeps only the objects current, and List and Dependents
+// scan every object instead of using indexes. A bulk load records no
+// changes for watches: afterwards, watches resume from the sequence it
+// ended at, and older resourceVersions get ErrGone (list and watch again).
+func (s *Store) BeginBulk() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bulk = true
+}
+
+// EndBulk ends a bulk load and builds the secondary indexes.
+func (s *Store) EndBulk() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.bulk {
+		return
+	}
+	s.bulk = false
+	s.rebuild()
+	s.watch.reset(s.seq)
+}
+
+// rebuild recomputes every secondary index from objects. The caller holds
+// s.mu.
+func (s *Store) rebuild() {
+	objects := s.objects
+	fresh := NewStore(StoreOptions{WatchWindow: 1})
+	fresh.objects = make(map[Key]*schemas.ObjectRecord, len(objects))
+	for k, o := range objects {
+		fresh.index(k, o)
+	}
+	s.objects, s.byKind, s.byNS, s.byGroup, s.byLabel, s.dependents = fresh.objects, fresh.byKind, fresh.byNS, fresh.byGroup, fresh.byLabel, fresh.dependents
 }
 
 // Seq is the sequence of the last event applied.
@@ -284,6 +336,9 @@ func kindMatches(want, kind string) bool {
 
 // candidates picks the smallest index that bounds q's answer.
 func (s *Store) candidates(q Query) map[Key]struct{} {
+	if s.bulk {
+		return s.all()
+	}
 	best := keySet(nil)
 	consider := func(set keySet) {
 		if best == nil || len(set) < len(best) {
@@ -318,11 +373,7 @@ func (s *Store) candidates(q Query) map[Key]struct{} {
 		indexed = true
 	}
 	if !indexed {
-		all := make(keySet, len(s.objects))
-		for k := range s.objects {
-			all[k] = struct{}{}
-		}
-		return all
+		return s.all()
 	}
 	if best == nil {
 		return keySet{}
@@ -330,14 +381,31 @@ func (s *Store) candidates(q Query) map[Key]struct{} {
 	return best
 }
 
+func (s *Store) all() keySet {
+	all := make(keySet, len(s.objects))
+	for k := range s.objects {
+		all[k] = struct{}{}
+	}
+	return all
+}
+
 // Dependents returns the keys whose dependsOn names k, ordered.
 func (s *Store) Dependents(k Key) []Key {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]Key, 0, len(s.dependents[k]))
-	for d := range s.dependents[k] {
-		out = append(out, d)
+	if s.bulk {
+		var out []Key
+		for dk, o := range s.objects {
+			for _, d := range o.GetMetadata().GetDependsOn() {
+				if dependencyKey(d) == k {
+					out = append(out, dk)
+				}
+			}
+		}
+		sortKeys(out)
+		return out
 	}
+	out := slices.Clone(s.dependents[k])
 	sortKeys(out)
 	return out
 }
@@ -366,11 +434,13 @@ func (s *Store) Snapshot() *schemas.Snapshot {
 func (s *Store) Restore(snap *schemas.Snapshot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	fresh := NewStore(StoreOptions{WatchWindow: s.watch.window})
+	s.objects = make(map[Key]*schemas.ObjectRecord, len(snap.GetEntries()))
 	for _, e := range snap.GetEntries() {
-		fresh.index(KeyOf(e.GetKey()), e.GetObject())
+		s.objects[KeyOf(e.GetKey())] = e.GetObject()
 	}
-	s.objects, s.byKind, s.byNS, s.byGroup, s.byLabel, s.dependents = fresh.objects, fresh.byKind, fresh.byNS, fresh.byGroup, fresh.byLabel, fresh.dependents
+	if !s.bulk {
+		s.rebuild()
+	}
 	s.seq = snap.GetSequence()
 	s.watch.reset(s.seq)
 	close(s.notify)
