@@ -239,3 +239,26 @@ func TestReadFollowAndSequenceAt(t *testing.T) {
 		t.Fatalf("follow ended with %v, want context.Canceled", err)
 	}
 }
+
+func TestKeyVersion(t *testing.T) {
+	l := testenv.Log(t, events.Config{})
+	ctx := context.Background()
+	k := key("kv")
+	if v, err := l.KeyVersion(ctx, k); err != nil || v != 0 {
+		t.Fatalf("KeyVersion of a new key = %d, %v; want 0", v, err)
+	}
+	var last uint64
+	for range 3 {
+		r, err := l.Append(ctx, events.Entry{Event: event(k, ""), Expect: last})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Append(ctx, events.Entry{Event: event(key("other"), ""), Expect: events.AnyVersion}); err != nil {
+			t.Fatal(err)
+		}
+		last = r.Sequence
+	}
+	if v, err := l.KeyVersion(ctx, k); err != nil || v != last {
+		t.Fatalf("KeyVersion = %d, %v; want %d", v, err, last)
+	}
+}

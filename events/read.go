@@ -191,6 +191,20 @@ func (l *Log) History(ctx context.Context, key *schemas.ObjectKey) ([]*schemas.E
 	return out, err
 }
 
+// KeyVersion is the sequence of key k's last event, 0 if it has none. It
+// answers for keys that left current state too (a finalized key's events
+// stay in the log), with one direct lookup by stored subject.
+func (l *Log) KeyVersion(ctx context.Context, k *schemas.ObjectKey) (uint64, error) {
+	m, err := l.stream.GetLastMsgForSubject(ctx, StoredSubject(k, l.partitions))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("last event of %s: %w", keyTokens(k), err)
+	}
+	return m.Sequence, nil
+}
+
 // SequenceAt is the sequence of the last event stored at or before t (0 if
 // none was).
 func (l *Log) SequenceAt(ctx context.Context, t time.Time) (uint64, error) {

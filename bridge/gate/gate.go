@@ -28,6 +28,9 @@ import (
 type Log interface {
 	AppendBatch(ctx context.Context, entries []events.Entry) ([]events.Result, error)
 	LastSequence(ctx context.Context) (uint64, error)
+	// KeyVersion finds the last event of a key the projection no longer
+	// holds.
+	KeyVersion(ctx context.Context, k *schemas.ObjectKey) (uint64, error)
 }
 
 // State is the projection the gate reads.
@@ -132,7 +135,7 @@ func (g *Gate) Apply(ctx context.Context, actor string, objs []*schemas.Object, 
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
-		outcomes, err := g.applyOnce(ctx, actor, keys, objs, idempotencyKey)
+		outcomes, err := g.applyOnce(ctx, actor, keys, objs, idempotencyKey, attempt > 1)
 		if !errors.Is(err, events.ErrConflict) || attempt == maxAttempts {
 			return outcomes, err
 		}
@@ -152,7 +155,10 @@ func (g *Gate) catchUp(ctx context.Context) error {
 	return g.cfg.State.WaitFor(ctx, head)
 }
 
-func (g *Gate) applyOnce(ctx context.Context, actor string, keys []projections.Key, objs []*schemas.Object, idem string) ([]Outcome, error) {
+// applyOnce makes one attempt. retry says an earlier attempt conflicted:
+// then keys absent from the projection are looked up in the log, since one
+// may be a deleted key whose events the log's concurrency check still counts.
+func (g *Gate) applyOnce(ctx context.Context, actor string, keys []projections.Key, objs []*schemas.Object, idem string, retry bool) ([]Outcome, error) {
 	now := timestamppb.New(g.cfg.Now())
 	outcomes := make([]Outcome, len(objs))
 	var entries []events.Entry
@@ -160,6 +166,13 @@ func (g *Gate) applyOnce(ctx context.Context, actor string, keys []projections.K
 	for i, o := range objs {
 		k := keys[i]
 		cur := g.cfg.State.Get(k)
+		expect := cur.GetMetadata().GetResourceVersion()
+		if cur == nil && retry {
+			var err error
+			if cur, expect, err = g.absentVersion(ctx, k); err != nil {
+				return nil, err
+			}
+		}
 		if cur.GetStatus().GetGoal() == projections.GoalDeleted {
 			return nil, invalid("%s is being deleted; apply it again once it is gone", k)
 		}
@@ -172,7 +185,7 @@ func (g *Gate) applyOnce(ctx context.Context, actor string, keys []projections.K
 		if idem != "" {
 			ev.Id = "apply/" + idem + "/" + k.String()
 		}
-		entries = append(entries, events.Entry{Event: ev, Expect: cur.GetMetadata().GetResourceVersion()})
+		entries = append(entries, events.Entry{Event: ev, Expect: expect})
 		changed = append(changed, i)
 	}
 	last, err := g.write(ctx, entries)
@@ -186,6 +199,27 @@ func (g *Gate) applyOnce(ctx context.Context, actor string, keys []projections.K
 		outcomes[i].Object = g.cfg.State.Get(outcomes[i].Key)
 	}
 	return outcomes, nil
+}
+
+// absentVersion is the version to expect when writing k, which the
+// projection does not hold: the sequence of k's last event in the log (a
+// finalized key leaves current state but not the log), 0 if it has none.
+// It returns k's object instead if the projection holds it once it has
+// caught up with that event.
+func (g *Gate) absentVersion(ctx context.Context, k projections.Key) (*schemas.Object, uint64, error) {
+	last, err := g.cfg.Log.KeyVersion(ctx, k.Proto())
+	if err != nil {
+		return nil, 0, err
+	}
+	// Decide on a projection that includes that event, so a write that
+	// lands after it is a conflict rather than silently overwritten.
+	if err := g.cfg.State.WaitFor(ctx, last); err != nil {
+		return nil, 0, fmt.Errorf("wait for the projection to reach %d: %w", last, err)
+	}
+	if cur := g.cfg.State.Get(k); cur != nil {
+		return cur, cur.Metadata.GetResourceVersion(), nil
+	}
+	return nil, last, nil
 }
 
 // write appends entries in atomic chunks and returns the last sequence
