@@ -34,13 +34,31 @@ type Change struct {
 type change struct {
 	typ   ChangeType
 	key   Key
+	prev  *schemas.ObjectRecord // the state before; nil for Added
 	rec   *schemas.ObjectRecord
 	seq   uint64
 	event *schemas.EventRecord
 }
 
-func (c change) decode() Change {
-	return Change{Type: c.typ, Key: c.key, Object: ObjectOf(c.rec), Sequence: c.seq, Event: c.event}
+func (c change) decode(typ ChangeType) Change {
+	return Change{Type: typ, Key: c.key, Object: ObjectOf(c.rec), Sequence: c.seq, Event: c.event}
+}
+
+// as says how a watcher with query q sees c, if at all. An object whose
+// labels move it into q's selection is Added for that watcher, one moving
+// out is Deleted, as in a Kubernetes watch.
+func (c change) as(q Query) (ChangeType, bool) {
+	was := c.prev != nil && q.matches(c.key, c.prev)
+	is := c.typ != Deleted && q.matches(c.key, c.rec)
+	switch {
+	case was && is:
+		return Modified, true
+	case is:
+		return Added, true
+	case was:
+		return Deleted, true
+	}
+	return "", false
 }
 
 // ErrGone means a watch asked to resume from a resourceVersion older than
@@ -49,7 +67,7 @@ func (c change) decode() Change {
 var ErrGone = errors.New("resourceVersion is too old")
 
 func newChange(k Key, cur, next *schemas.ObjectRecord, ev *schemas.EventRecord) change {
-	c := change{key: k, rec: next, seq: ev.Sequence, event: ev}
+	c := change{key: k, prev: cur, rec: next, seq: ev.Sequence, event: ev}
 	switch {
 	case cur == nil:
 		c.typ = Added
@@ -93,15 +111,18 @@ func (h *watchHub) publish(c change) {
 	}
 	var decoded *Change
 	for id, w := range h.members {
-		if !w.q.matches(c.key, c.rec) {
+		typ, ok := c.as(w.q)
+		if !ok {
 			continue
 		}
 		if decoded == nil {
-			d := c.decode()
+			d := c.decode(typ)
 			decoded = &d
 		}
+		out := *decoded
+		out.Type = typ
 		select {
-		case w.ch <- *decoded:
+		case w.ch <- out:
 		default:
 			// A watcher that cannot keep up is ended rather than allowed to
 			// stall the fold; it resumes from the last sequence it saw.
@@ -140,7 +161,8 @@ func (h *watchHub) since(seq uint64) ([]change, error) {
 const WatchBuffer = 4096
 
 // Watch streams the changes of objects matching q. With from = 0 it first
-// sends every matching object as Added, then changes as they happen; with
+// sends every matching object as Added (Sequence 0 but for the last, which
+// carries the list's sequence), then changes as they happen; with
 // from > 0 it sends the changes after sequence from (ErrGone when the store
 // no longer holds them). The channel closes when stop is called or when the
 // watcher falls more than WatchBuffer changes behind; the receiver resumes
@@ -150,9 +172,17 @@ func (s *Store) Watch(q Query, from uint64) (changes <-chan Change, stop func(),
 	defer s.mu.Unlock()
 	var backlog []Change
 	if from == 0 {
-		for _, k := range s.match(q) {
-			r := s.objects[k]
-			backlog = append(backlog, Change{Type: Added, Key: k, Object: ObjectOf(r), Sequence: r.Metadata.GetResourceVersion()})
+		// The current objects are one list as of s.seq: only the last
+		// carries that sequence, so a receiver that loses the stream
+		// part-way resumes with a fresh list (from 0), not from a point
+		// that would skip the objects it never got.
+		keys := s.match(q)
+		for i, k := range keys {
+			c := Change{Type: Added, Key: k, Object: ObjectOf(s.objects[k])}
+			if i == len(keys)-1 {
+				c.Sequence = s.seq
+			}
+			backlog = append(backlog, c)
 		}
 	} else {
 		past, err := s.watch.since(from)
@@ -160,8 +190,8 @@ func (s *Store) Watch(q Query, from uint64) (changes <-chan Change, stop func(),
 			return nil, nil, err
 		}
 		for _, c := range past {
-			if q.matches(c.key, c.rec) {
-				backlog = append(backlog, c.decode())
+			if typ, ok := c.as(q); ok {
+				backlog = append(backlog, c.decode(typ))
 			}
 		}
 	}
