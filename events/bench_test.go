@@ -69,6 +69,7 @@ func BenchmarkAppend(b *testing.B) {
 						if _, err := js.PublishAsync(fmt.Sprintf("jp.in.ConfigMap.bench.cm-%d", i), payload); err != nil {
 							b.Fatal(err)
 						}
+						window(js, i)
 					}
 					<-js.PublishAsyncComplete()
 				case "raw-async-with-headers":
@@ -82,6 +83,7 @@ func BenchmarkAppend(b *testing.B) {
 						if _, err := js.PublishMsgAsync(m); err != nil {
 							b.Fatal(err)
 						}
+						window(js, i)
 					}
 					<-js.PublishAsyncComplete()
 				case "jetplane-sync":
@@ -116,6 +118,15 @@ func BenchmarkAppend(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// window waits for outstanding acknowledgements after every MaxBatch
+// publishes, as jetplane's batched paths do, so raw and jetplane publishers
+// keep the same number of events in flight.
+func window(js jetstream.JetStream, i int) {
+	if (i+1)%events.MaxBatch == 0 {
+		<-js.PublishAsyncComplete()
 	}
 }
 

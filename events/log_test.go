@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/internal/testenv"
@@ -260,5 +261,37 @@ func TestKeyVersion(t *testing.T) {
 	}
 	if v, err := l.KeyVersion(ctx, k); err != nil || v != last {
 		t.Fatalf("KeyVersion = %d, %v; want %d", v, err, last)
+	}
+}
+
+// An outside publisher that puts another key's event on a key's subject is
+// refused by readers: the payload's key must be the one its subject names.
+func TestReadRefusesKeyMismatch(t *testing.T) {
+	l := testenv.Log(t, events.Config{})
+	ctx := context.Background()
+	ev := event(key("victim"), "forged")
+	data, err := proto.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(l.Conn())
+	if _, err := js.Publish(ctx, events.InputSubject(key("attacker")), data); err != nil {
+		t.Fatal(err)
+	}
+	var got error
+	if err := l.Read(ctx, events.ReadOptions{}, func(m events.Message) error {
+		_, got = m.Record()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(got, events.ErrKeyMismatch) {
+		t.Fatalf("decoding a forged event: err = %v, want ErrKeyMismatch", got)
+	}
+	// Neither key's history shows it.
+	for _, k := range []string{"victim", "attacker"} {
+		if h, err := l.History(ctx, key(k)); err != nil || len(h) != 0 {
+			t.Fatalf("history of %s = %v, %v; want empty", k, h, err)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,16 +18,49 @@ import (
 type Message struct {
 	Data     []byte
 	Sequence uint64
+	// Subject is the stored subject; decoding checks that the event's key
+	// is the one its subject names.
+	Subject string
 	// Pending is how many events matching the read were stored after this
 	// one and not yet delivered; 0 means the reader is caught up.
 	Pending uint64
 }
 
 // Event decodes the whole event.
-func (m Message) Event() (*schemas.Event, error) { return Decode(m.Data, m.Sequence) }
+func (m Message) Event() (*schemas.Event, error) {
+	ev, err := Decode(m.Data, m.Sequence)
+	if err != nil {
+		return nil, err
+	}
+	return ev, m.checkKey(ev.Key)
+}
 
 // Record decodes the event leaving the object's spec encoded.
-func (m Message) Record() (*schemas.EventRecord, error) { return DecodeRecord(m.Data, m.Sequence) }
+func (m Message) Record() (*schemas.EventRecord, error) {
+	ev, err := DecodeRecord(m.Data, m.Sequence)
+	if err != nil {
+		return nil, err
+	}
+	return ev, m.checkKey(ev.Key)
+}
+
+// ErrKeyMismatch means an event's payload names another key than the
+// subject it was stored under. jetplane never writes one; an outside
+// publisher could, to change a key while bypassing its concurrency check,
+// so readers refuse it.
+var ErrKeyMismatch = errors.New("event key does not match its subject")
+
+func (m Message) checkKey(k *schemas.ObjectKey) error {
+	if m.Subject == "" {
+		return nil
+	}
+	want := keyTokens(k)
+	s := m.Subject
+	if len(s) <= len(want) || s[len(s)-len(want)-1] != '.' || s[len(s)-len(want):] != want || !strings.HasPrefix(s, StoredPrefix+".") {
+		return fmt.Errorf("event %d: %w: payload names %s, subject is %s", m.Sequence, ErrKeyMismatch, want, s)
+	}
+	return nil
+}
 
 // Handler receives messages in log order. Returning an error stops the read
 // and is returned by it; returning ErrStop stops it cleanly.
@@ -123,7 +157,7 @@ func pull(it jetstream.MessagesContext, follow bool, out chan<- rawBatch, quit <
 		if err != nil {
 			return fmt.Errorf("read log: %w", err)
 		}
-		b = append(b, Message{Data: msg.Data(), Sequence: meta.Sequence.Stream, Pending: meta.NumPending})
+		b = append(b, Message{Data: msg.Data(), Sequence: meta.Sequence.Stream, Pending: meta.NumPending, Subject: msg.Subject()})
 		end := !follow && meta.NumPending == 0
 		if len(b) == pullBatch || meta.NumPending == 0 {
 			select {
@@ -177,11 +211,15 @@ func Decode(data []byte, seq uint64) (*schemas.Event, error) {
 	return ev, nil
 }
 
-// History returns every event of one key, oldest first.
+// History returns every event of one key, oldest first. Events whose
+// payload names another key (see ErrKeyMismatch) are left out.
 func (l *Log) History(ctx context.Context, key *schemas.ObjectKey) ([]*schemas.Event, error) {
 	var out []*schemas.Event
 	err := l.Read(ctx, ReadOptions{Filter: KeyFilter(key)}, func(m Message) error {
 		ev, err := m.Event()
+		if errors.Is(err, ErrKeyMismatch) {
+			return nil // a forged event is not this key's history
+		}
 		if err != nil {
 			return err
 		}

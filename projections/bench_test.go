@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"os"
+	"runtime"
 	"strconv"
 	"testing"
 

@@ -26,13 +26,15 @@ func main() {
 }
 
 func printError(err error) {
-	fmt.Fprintln(os.Stderr, "error:", err)
 	var apiErr *api.APIError
 	if errors.As(err, &apiErr) && len(apiErr.Details) > 1 {
+		fmt.Fprintf(os.Stderr, "error: %d problems; nothing was applied:\n", len(apiErr.Details))
 		for _, d := range apiErr.Details {
 			fmt.Fprintln(os.Stderr, "  -", describeDetail(d))
 		}
+		return
 	}
+	fmt.Fprintln(os.Stderr, "error:", err)
 }
 
 func describeDetail(d api.ErrorDetail) string {
