@@ -177,38 +177,36 @@ func pull(it jetstream.MessagesContext, follow bool, out chan<- rawBatch, quit <
 // object's spec encoded. seq is the log sequence it was stored at.
 func DecodeRecord(data []byte, seq uint64) (*schemas.EventRecord, error) {
 	ev := new(schemas.EventRecord)
-	if err := proto.Unmarshal(data, ev); err != nil {
-		return nil, fmt.Errorf("decode event %d: %w", seq, err)
-	}
-	if ev.GetKey() == nil {
-		return nil, fmt.Errorf("decode event %d: no key", seq)
+	if err := decodeInto(ev, data, seq); err != nil {
+		return nil, err
 	}
 	ev.Sequence = seq
 	return ev, nil
-}
-
-// RecordOf converts an event to its record form.
-func RecordOf(ev *schemas.Event) (*schemas.EventRecord, error) {
-	data, err := proto.Marshal(ev)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := DecodeRecord(data, ev.GetSequence())
-	return rec, err
 }
 
 // Decode parses an event payload as stored in the log. seq is the log
 // sequence it was stored at.
 func Decode(data []byte, seq uint64) (*schemas.Event, error) {
 	ev := new(schemas.Event)
-	if err := proto.Unmarshal(data, ev); err != nil {
-		return nil, fmt.Errorf("decode event %d: %w", seq, err)
-	}
-	if ev.GetKey() == nil {
-		return nil, fmt.Errorf("decode event %d: no key", seq)
+	if err := decodeInto(ev, data, seq); err != nil {
+		return nil, err
 	}
 	ev.Sequence = seq
 	return ev, nil
+}
+
+// decodeInto unmarshals either form of an event and checks it has a key.
+func decodeInto(ev interface {
+	proto.Message
+	GetKey() *schemas.ObjectKey
+}, data []byte, seq uint64) error {
+	if err := proto.Unmarshal(data, ev); err != nil {
+		return fmt.Errorf("decode event %d: %w", seq, err)
+	}
+	if ev.GetKey() == nil {
+		return fmt.Errorf("decode event %d: no key", seq)
+	}
+	return nil
 }
 
 // History returns every event of one key, oldest first. Events whose
