@@ -22,6 +22,8 @@ import (
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/events/embedded"
 	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/reconcilers"
+	"github.com/jetplane/jetplane/reconcilers/queue"
 )
 
 // Config is everything `jetplane serve` can be told.
@@ -43,6 +45,13 @@ type Config struct {
 	Log          events.Config
 	// Tokens maps API bearer tokens to user names; empty disables auth.
 	Tokens map[string]string
+	// Reconcilers run in this process; their kinds are finalized by them,
+	// every other kind at once on delete.
+	Reconcilers []reconcilers.Reconciler
+	// Instance names this process in reconcilers' actors; default host-pid.
+	Instance string
+	// Queue tunes the reconcilers' queues.
+	Queue  queue.Config
 	Logger *slog.Logger
 }
 
@@ -55,6 +64,7 @@ type App struct {
 	store     *projections.Store
 	projector *projections.Projector
 	api       *api.Server
+	runtime   *reconcilers.Runtime
 	listener  net.Listener
 }
 
@@ -109,11 +119,17 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	g, err := gate.New(gate.Config{Log: a.log, State: a.store, Logger: cfg.Logger})
+	reg := prometheus.NewRegistry()
+	if a.runtime, err = reconcilers.New(reconcilers.Config{
+		Log: a.log, State: a.store, Reconcilers: cfg.Reconcilers, Instance: cfg.Instance,
+		Queue: cfg.Queue, Logger: cfg.Logger, Metrics: reconcilers.NewMetrics(reg),
+	}); err != nil {
+		return nil, err
+	}
+	g, err := gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.runtime.Handles, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "jetplane_projection_sequence", Help: "Log sequence the projection has folded.",
@@ -164,6 +180,9 @@ func (a *App) Run(ctx context.Context) error {
 	projDone := make(chan error, 1)
 	go func() { projDone <- a.projector.Start(pctx) }()
 
+	rtDone := make(chan error, 1)
+	go func() { rtDone <- a.runtime.Start(pctx) }()
+
 	httpSrv := &http.Server{Handler: a.api, ReadHeaderTimeout: 10 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- httpSrv.Serve(a.listener) }()
@@ -177,12 +196,18 @@ func (a *App) Run(ctx context.Context) error {
 		projDone <- err
 	case err := <-httpDone:
 		runErr = fmt.Errorf("api stopped: %w", err)
+	case err := <-rtDone:
+		runErr = fmt.Errorf("reconcilers stopped: %w", err)
+		rtDone <- err
 	}
 	a.cfg.Logger.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = httpSrv.Shutdown(sctx)
+	// Reconcilers stop taking work and finish runs in flight before the
+	// projection they read stops.
 	stopProjector()
+	<-rtDone
 	<-projDone
 	if a.projector.Ready() {
 		if err := a.projector.SaveSnapshot(sctx); err != nil {

@@ -106,6 +106,8 @@ type entry struct {
 	state    state
 	dirty    bool      // added while running
 	forget   bool      // forgotten while running
+	planned  time.Time // set by Plan, used by Done
+	hasPlan  bool
 	at       time.Time // when scheduled
 	failures int
 	index    int // position in the timer heap, -1 when not in it
@@ -215,6 +217,39 @@ func (q *Queue) Next(now time.Time) (string, bool) {
 // ErrNotRunning is returned by Done for a key Next did not hand out.
 var ErrNotRunning = errors.New("queue: key is not running")
 
+// Plan says when a run of key ending with r at now would run the key next
+// (zero: when it changes), and commits Done to that time, so that the
+// runner can record it in status before it calls Done. A change arriving
+// before Done still makes the key run at once.
+func (q *Queue) Plan(key string, r Result, now time.Time) (time.Time, error) {
+	e := q.entries[key]
+	if e == nil || e.state != running {
+		return time.Time{}, fmt.Errorf("%w: %q", ErrNotRunning, key)
+	}
+	e.planned, e.hasPlan = q.nextRun(e, r, now), true
+	return e.planned, nil
+}
+
+// nextRun is when a key whose run ended with r at now runs next, unless
+// something changes first; failures counts the run's own failure.
+func (q *Queue) nextRun(e *entry, r Result, now time.Time) time.Time {
+	switch r.Outcome {
+	case Succeeded:
+		switch {
+		case r.RequeueAfter > 0:
+			return now.Add(r.RequeueAfter)
+		case q.cfg.Resync > 0:
+			// Jitter spreads the resync of keys that all succeeded at once.
+			return now.Add(q.cfg.Resync - time.Duration(q.cfg.Jitter()*float64(q.cfg.Resync)/10))
+		}
+	case Failed:
+		return now.Add(q.Backoff(e.failures + 1))
+	case Conflicted:
+		return now
+	}
+	return time.Time{}
+}
+
 // Done ends key's run at now. It returns when the key runs next (zero when
 // it waits for a change): the nextRunTime to record in status.
 func (q *Queue) Done(key string, r Result, now time.Time) (time.Time, error) {
@@ -224,9 +259,14 @@ func (q *Queue) Done(key string, r Result, now time.Time) (time.Time, error) {
 	}
 	q.running--
 	e.state = idle
+	planned, hasPlan := e.planned, e.hasPlan
+	e.planned, e.hasPlan = time.Time{}, false
 	if e.forget {
 		delete(q.entries, key)
 		return time.Time{}, nil
+	}
+	if !hasPlan {
+		planned = q.nextRun(e, r, now)
 	}
 	switch r.Outcome {
 	case Succeeded:
@@ -241,23 +281,10 @@ func (q *Queue) Done(key string, r Result, now time.Time) (time.Time, error) {
 		q.push(e)
 		return now, nil
 	}
-	var at time.Time
-	switch r.Outcome {
-	case Succeeded:
-		switch {
-		case r.RequeueAfter > 0:
-			at = now.Add(r.RequeueAfter)
-		case q.cfg.Resync > 0:
-			// Jitter spreads the resync of keys that all succeeded at once.
-			at = now.Add(q.cfg.Resync - time.Duration(q.cfg.Jitter()*float64(q.cfg.Resync)/10))
-		}
-	case Failed:
-		at = now.Add(q.Backoff(e.failures))
+	if !planned.IsZero() {
+		q.schedule(e, planned)
 	}
-	if !at.IsZero() {
-		q.schedule(e, at)
-	}
-	return at, nil
+	return planned, nil
 }
 
 // Backoff is the delay before retry number n (n >= 1): BaseDelay doubling

@@ -1,0 +1,80 @@
+package reconcilers
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// Reconciler drives the world towards objects of its kinds.
+type Reconciler interface {
+	// Kinds lists the kinds (with group, as keys name them) it handles.
+	Kinds() []string
+	// Reconcile drives the world towards obj: the latest projected state,
+	// never the event that triggered the run.
+	Reconcile(ctx context.Context, obj *schemas.Object) (Result, error)
+	// Finalize cleans up after obj once its goal is deleted. The object
+	// leaves current state when Finalize succeeds without RequeueAfter.
+	Finalize(ctx context.Context, obj *schemas.Object) (Result, error)
+}
+
+// Result is what a run reports.
+type Result struct {
+	// RequeueAfter runs the key again after this long; 0 waits for the
+	// next change (or the periodic resync).
+	RequeueAfter time.Duration
+	// Phase, Message and Conditions are recorded in the object's status.
+	// A Ready condition is added when the run does not set one: True after
+	// a successful Reconcile, False after an error.
+	Phase      string
+	Message    string
+	Conditions []*schemas.Condition
+}
+
+// Funcs adapts functions to a Reconciler, for one-off reconcilers. A nil
+// FinalizeFunc finalizes at once.
+type Funcs struct {
+	KindList      []string
+	ReconcileFunc func(ctx context.Context, obj *schemas.Object) (Result, error)
+	FinalizeFunc  func(ctx context.Context, obj *schemas.Object) (Result, error)
+}
+
+var _ Reconciler = Funcs{}
+
+// Kinds implements Reconciler.
+func (f Funcs) Kinds() []string { return f.KindList }
+
+// Reconcile implements Reconciler.
+func (f Funcs) Reconcile(ctx context.Context, obj *schemas.Object) (Result, error) {
+	return f.ReconcileFunc(ctx, obj)
+}
+
+// Finalize implements Reconciler.
+func (f Funcs) Finalize(ctx context.Context, obj *schemas.Object) (Result, error) {
+	if f.FinalizeFunc == nil {
+		return Result{}, nil
+	}
+	return f.FinalizeFunc(ctx, obj)
+}
+
+type terminalError struct{ err error }
+
+func (e terminalError) Error() string { return e.err.Error() }
+func (e terminalError) Unwrap() error { return e.err }
+
+// Terminal marks err as not worth retrying: it is recorded in status and
+// the key waits until its object changes.
+func Terminal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return terminalError{err: err}
+}
+
+// IsTerminal reports whether err was marked with Terminal.
+func IsTerminal(err error) bool {
+	var t terminalError
+	return errors.As(err, &t)
+}

@@ -1,0 +1,127 @@
+package reconcilers
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// Condition types and phases the runtime writes.
+const (
+	ConditionReady = "Ready"
+
+	PhaseReady      = "Ready"
+	PhaseWaiting    = "Waiting"
+	PhaseError      = "Error"
+	PhaseFailed     = "Failed"
+	PhaseFinalizing = "Finalizing"
+)
+
+// IsReady reports whether obj's Ready condition is True.
+func IsReady(obj *schemas.Object) bool {
+	for _, c := range obj.GetStatus().GetConditions() {
+		if c.GetType() == ConditionReady {
+			return c.GetStatus() == "True"
+		}
+	}
+	return false
+}
+
+// blockers returns why obj may not be reconciled yet: the dependencies that
+// are missing or not Ready, described. get looks a key up in current state.
+// Empty means every dependency is Ready.
+func blockers(obj *schemas.Object, get func(projections.Key) *schemas.Object) []string {
+	var out []string
+	for _, d := range obj.GetMetadata().GetDependsOn() {
+		k := projections.KeyOf(d)
+		dep := get(k)
+		switch {
+		case dep == nil:
+			out = append(out, k.String()+" does not exist")
+		case dep.GetStatus().GetGoal() == projections.GoalDeleted:
+			out = append(out, k.String()+" is being deleted")
+		case !IsReady(dep):
+			out = append(out, k.String()+" is not Ready")
+		}
+	}
+	return out
+}
+
+// outcome is what a run decided, before it becomes status.
+type outcome struct {
+	res      Result
+	err      error
+	waiting  string // set when the run waited (dependencies, dependents)
+	finalize bool   // deletion is complete: write Finalized
+}
+
+// nextStatus builds the status to record after a run of obj. It keeps the
+// goal and, for conditions whose status did not change, their transition
+// time. It is pure: now and next run time come in as arguments.
+func nextStatus(obj *schemas.Object, o outcome, nextRun, now time.Time) *schemas.Status {
+	prev := obj.GetStatus()
+	st := &schemas.Status{
+		Goal:               prev.GetGoal(),
+		ObservedGeneration: obj.GetMetadata().GetGeneration(),
+		Phase:              o.res.Phase,
+		Message:            o.res.Message,
+	}
+	if !nextRun.IsZero() {
+		st.NextRunTime = timestamppb.New(nextRun)
+	}
+	conds := slices.Clone(o.res.Conditions)
+	ready := &schemas.Condition{Type: ConditionReady, Status: "True", Reason: "Reconciled"}
+	switch {
+	case o.waiting != "":
+		ready = &schemas.Condition{Type: ConditionReady, Status: "False", Reason: "Waiting", Message: o.waiting}
+		st.Phase, st.Message = PhaseWaiting, o.waiting
+		if prev.GetGoal() == projections.GoalDeleted {
+			st.Phase = PhaseFinalizing
+		}
+	case o.err != nil && IsTerminal(o.err):
+		ready = &schemas.Condition{Type: ConditionReady, Status: "False", Reason: "TerminalError", Message: o.err.Error()}
+		st.Phase, st.Message = PhaseFailed, o.err.Error()
+	case o.err != nil:
+		ready = &schemas.Condition{Type: ConditionReady, Status: "False", Reason: "Error", Message: o.err.Error()}
+		st.Phase, st.Message = PhaseError, o.err.Error()
+	case prev.GetGoal() == projections.GoalDeleted:
+		ready = &schemas.Condition{Type: ConditionReady, Status: "False", Reason: "Finalizing"}
+		if st.Phase == "" {
+			st.Phase = PhaseFinalizing
+		}
+	default:
+		if st.Phase == "" {
+			st.Phase = PhaseReady
+		}
+	}
+	if !slices.ContainsFunc(conds, func(c *schemas.Condition) bool { return c.GetType() == ConditionReady }) {
+		conds = append(conds, ready)
+	}
+	for _, c := range conds {
+		c.LastTransitionTime = timestamppb.New(now)
+		for _, p := range prev.GetConditions() {
+			if p.GetType() == c.GetType() && p.GetStatus() == c.GetStatus() && p.GetLastTransitionTime() != nil {
+				c.LastTransitionTime = p.LastTransitionTime
+			}
+		}
+	}
+	st.Conditions = conds
+	return st
+}
+
+// sameStatus reports whether writing next over prev would change nothing.
+// The next run time counts: it is part of what a run reports.
+func sameStatus(prev, next *schemas.Status) bool {
+	return prev != nil && proto.Equal(prev, next)
+}
+
+func describe(blocked []string) string {
+	return fmt.Sprintf("waiting for dependencies: %s", strings.Join(blocked, "; "))
+}
