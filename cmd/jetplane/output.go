@@ -94,14 +94,31 @@ func blockStyle(n *yaml.Node) {
 
 func objectsTable(w io.Writer, objs []*schemas.Object, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tKIND\tNAME\tGENERATION\tGOAL\tPHASE\tRESOURCEVERSION\tAGE")
+	fmt.Fprintln(tw, "NAMESPACE\tKIND\tNAME\tGOAL\tPHASE\tREADY\tOBSERVED/GEN\tNEXT RUN\tRESOURCEVERSION\tAGE")
 	for _, o := range objs {
-		m := o.GetMetadata()
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", dash(m.GetNamespace()), kindOf(o), m.GetName(),
-			m.GetGeneration(), dash(o.GetStatus().GetGoal()), dash(o.GetStatus().GetPhase()), m.GetResourceVersion(),
-			age(now, m.GetCreationTime().AsTime()))
+		m, st := o.GetMetadata(), o.GetStatus()
+		next := "-"
+		if t := st.GetNextRunTime(); t != nil {
+			next = "due"
+			if t.AsTime().After(now) {
+				next = "in " + age(t.AsTime(), now)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%d\t%s\n", dash(m.GetNamespace()), kindOf(o), m.GetName(),
+			dash(st.GetGoal()), dash(st.GetPhase()), readyOf(st), st.GetObservedGeneration(), m.GetGeneration(), next,
+			m.GetResourceVersion(), age(now, m.GetCreationTime().AsTime()))
 	}
 	return tw.Flush()
+}
+
+// readyOf is the Ready condition's status, "-" when none was recorded.
+func readyOf(st *schemas.Status) string {
+	for _, c := range st.GetConditions() {
+		if c.GetType() == "Ready" {
+			return c.GetStatus()
+		}
+	}
+	return "-"
 }
 
 // kindOf is the kind with its API group, as keys name it.

@@ -1,0 +1,81 @@
+// Command probe is jetplane serve with one extra reconciler, for tests that
+// need real processes: it reconciles kind Probe by sleeping (--sleep) and
+// records every run, outside jetplane, as lines in a file (--runs):
+//
+//	start <instance> <key> <generation> <unix-nanos>
+//	end   <instance> <key> <generation> <unix-nanos>
+//
+// A run killed part-way leaves a start without an end.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jetplane/jetplane/internal/app"
+	"github.com/jetplane/jetplane/reconcilers"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+func main() {
+	var cfg app.Config
+	var runs string
+	var sleep time.Duration
+	flag.StringVar(&cfg.DataDir, "data", "", "store directory")
+	flag.StringVar(&cfg.Listen, "listen", "127.0.0.1:0", "API address")
+	flag.IntVar(&cfg.NATSPort, "nats-port", -1, "embedded NATS port (-1: any free one)")
+	flag.StringVar(&cfg.Instance, "instance", "probe", "instance name")
+	flag.StringVar(&runs, "runs", "", "file to record runs in (required)")
+	flag.DurationVar(&sleep, "sleep", 0, "how long each run takes")
+	flag.Parse()
+	if runs == "" || cfg.DataDir == "" {
+		fmt.Fprintln(os.Stderr, "probe: --data and --runs are required")
+		os.Exit(2)
+	}
+	f, err := os.OpenFile(runs, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "probe:", err)
+		os.Exit(1)
+	}
+	var mu sync.Mutex
+	record := func(what string, obj *schemas.Object) {
+		mu.Lock()
+		defer mu.Unlock()
+		// One write per line with O_APPEND: a line is whole or absent.
+		fmt.Fprintf(f, "%s %s %s/%s %d %d\n", what, cfg.Instance, obj.Metadata.Namespace, obj.Metadata.Name, obj.Metadata.Generation, time.Now().UnixNano())
+	}
+	cfg.Reconcilers = []reconcilers.Reconciler{reconcilers.Funcs{
+		KindList: []string{"Probe"},
+		ReconcileFunc: func(ctx context.Context, obj *schemas.Object) (reconcilers.Result, error) {
+			record("start", obj)
+			select {
+			case <-time.After(sleep):
+			case <-ctx.Done():
+				return reconcilers.Result{}, ctx.Err()
+			}
+			record("end", obj)
+			return reconcilers.Result{}, nil
+		},
+	}}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a, err := app.New(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "probe:", err)
+		os.Exit(1)
+	}
+	// Tests read the address from the first line of stdout.
+	fmt.Println(a.URL())
+	if err := a.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "probe:", err)
+		os.Exit(1)
+	}
+}
