@@ -73,7 +73,9 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("events config: %w", err)
 	}
-	js, err := jetstream.New(nc)
+	// Replicated API calls wait on a quorum; on a loaded cluster the
+	// client's default 5 s is too short.
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(15*time.Second))
 	if err != nil {
 		return nil, err
 	}

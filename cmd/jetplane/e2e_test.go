@@ -61,17 +61,24 @@ func serve(t *testing.T, bin, dir string, extra ...string) *server {
 			_ = cmd.Wait()
 		}
 	})
-	deadline := time.Now().Add(60 * time.Second)
+	waitReady(t, s, 60*time.Second)
+	return s
+}
+
+// waitReady polls /readyz until it answers 200.
+func waitReady(t *testing.T, s *server, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		resp, err := http.Get(s.url + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return s
+				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("jetplane serve not ready after 60s; its log:\n%s", log.String())
+			t.Fatalf("jetplane serve at %s not ready after %s; its log:\n%s", s.url, within, s.log.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +23,8 @@ func newServe() *cobra.Command {
 		cfg       app.Config
 		sync      string
 		tokenFile string
+		routes    string
+		clusterAt string
 		logLevel  string
 		logFormat string
 	)
@@ -44,7 +48,9 @@ case with '-' as '_' (JETPLANE_NATS_URL, JETPLANE_DATA, ...).
 The Go garbage collector runs at GOGC=200 unless GOGC is set.`,
 		Example: `  jetplane serve
   jetplane serve --data /var/lib/jetplane --listen 127.0.0.1:7070 --sync=always
-  jetplane serve --nats-url nats://n1:4222,nats://n2:4222 --nats-creds app.creds --replicas 3`,
+  jetplane serve --nats-url nats://n1:4222,nats://n2:4222 --nats-creds app.creds --replicas 3
+  jetplane serve --data d1 --nats-name n1 --nats-cluster jp --nats-cluster-listen 127.0.0.1:6222 \
+      --nats-routes nats://127.0.0.1:6222,nats://127.0.0.1:6223,nats://127.0.0.1:6224 --replicas 3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyEnv(cmd); err != nil {
@@ -81,6 +87,19 @@ The Go garbage collector runs at GOGC=200 unless GOGC is set.`,
 			} else if tok := os.Getenv("JETPLANE_API_TOKEN"); tok != "" {
 				cfg.Tokens = map[string]string{tok: "admin"}
 			}
+			if routes != "" {
+				cfg.NATSCluster.Routes = strings.Split(routes, ",")
+			}
+			if clusterAt != "" {
+				host, port, err := net.SplitHostPort(clusterAt)
+				if err != nil {
+					return fmt.Errorf("--nats-cluster-listen: %q is not host:port, such as 127.0.0.1:6222", clusterAt)
+				}
+				cfg.NATSCluster.Host = host
+				if cfg.NATSCluster.Port, err = strconv.Atoi(port); err != nil {
+					return fmt.Errorf("--nats-cluster-listen: port %q is not a number", port)
+				}
+			}
 			a, err := app.New(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -94,6 +113,11 @@ The Go garbage collector runs at GOGC=200 unless GOGC is set.`,
 	f.StringVar(&sync, "sync", "default", `fsync policy of the embedded server: "always", or an interval such as 1s (default 2m)`)
 	f.StringVar(&cfg.NATSHost, "nats-host", "127.0.0.1", "address the embedded NATS server listens on for outside clients")
 	f.IntVar(&cfg.NATSPort, "nats-port", 4222, "port of the embedded NATS server (-1 picks a free one)")
+	f.StringVar(&cfg.NATSName, "nats-name", "", "name of the embedded NATS server (required and unique per node in a cluster)")
+	f.StringVar(&cfg.NATSCluster.Name, "nats-cluster", "", "join the embedded NATS server to this cluster of jetplane processes")
+	f.StringVar(&clusterAt, "nats-cluster-listen", "", "host:port this node takes routes on (default 127.0.0.1:6222)")
+	f.StringVar(&routes, "nats-routes", "", "route URLs of the cluster's nodes, comma-separated, such as nats://10.0.0.1:6222,nats://10.0.0.2:6222")
+	f.BoolVar(&cfg.NATSLogs, "nats-log", false, "let the embedded NATS server log to stderr (its own format)")
 	f.StringVar(&cfg.NATS.URLs, "nats-url", "", "outside NATS servers (comma-separated); disables the embedded server")
 	f.StringVar(&cfg.NATS.CredsFile, "nats-creds", "", "NATS credentials file for --nats-url")
 	f.StringVar(&cfg.NATS.CAFile, "nats-ca", "", "CA certificate to trust for NATS TLS")

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -32,6 +34,23 @@ type Config struct {
 	ServerName string
 	// Logs makes the server log to stderr (its own format).
 	Logs bool
+	// Cluster, when it has a Name, makes this server one node of a NATS
+	// cluster: several jetplane processes then form a JetStream cluster
+	// with replicated streams and no other software.
+	Cluster ClusterConfig
+}
+
+// ClusterConfig joins the embedded server to a cluster.
+type ClusterConfig struct {
+	// Name is the cluster's name, the same on every node.
+	Name string
+	// Host and Port are where this node listens for routes from the
+	// others (Host default 127.0.0.1; Port -1 picks a free one).
+	Host string
+	Port int
+	// Routes are the other nodes' route URLs, such as
+	// nats://10.0.0.2:6222. Listing this node's own URL too is harmless.
+	Routes []string
 }
 
 func (c Config) validate() error {
@@ -43,6 +62,17 @@ func (c Config) validate() error {
 	}
 	if c.SyncAlways && c.SyncInterval != 0 {
 		return errors.New("embedded nats: sync always and a sync interval exclude each other; set one")
+	}
+	if c.Cluster.Name == "" && (len(c.Cluster.Routes) > 0 || c.Cluster.Port != 0) {
+		return errors.New("embedded nats: cluster routes or port given without a cluster name; set the name")
+	}
+	if c.Cluster.Name != "" && c.ServerName == "" {
+		return errors.New("embedded nats: every node of a cluster needs its own server name")
+	}
+	for _, r := range c.Cluster.Routes {
+		if u, err := url.Parse(r); err != nil || u.Host == "" {
+			return fmt.Errorf("embedded nats: route %q is not a URL such as nats://10.0.0.2:6222", r)
+		}
 	}
 	return nil
 }
@@ -80,6 +110,18 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.SyncInterval > 0 {
 		opts.SyncInterval = cfg.SyncInterval
 	}
+	if cl := cfg.Cluster; cl.Name != "" {
+		opts.Cluster.Name = cl.Name
+		opts.Cluster.Host = cl.Host
+		if opts.Cluster.Host == "" {
+			opts.Cluster.Host = "127.0.0.1"
+		}
+		opts.Cluster.Port = cl.Port
+		if opts.Cluster.Port == 0 {
+			opts.Cluster.Port = 6222
+		}
+		opts.Routes = server.RoutesFromStr(strings.Join(cl.Routes, ","))
+	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
@@ -88,7 +130,7 @@ func Start(cfg Config) (*Server, error) {
 		ns.ConfigureLogger()
 	}
 	ns.Start()
-	if !ns.ReadyForConnections(30 * time.Second) {
+	if !ns.ReadyForConnections(60 * time.Second) {
 		ns.Shutdown()
 		return nil, errors.New("embedded nats: not ready after 30s")
 	}
@@ -98,6 +140,16 @@ func Start(cfg Config) (*Server, error) {
 // Connect opens an in-process connection to the server.
 func (s *Server) Connect(name string) (*nats.Conn, error) {
 	return nats.Connect("", nats.InProcessServer(s.ns), nats.Name(name), nats.MaxReconnects(-1))
+}
+
+// ClusterURL is this node's route URL, for the other nodes' Routes ("" when
+// not clustered).
+func (s *Server) ClusterURL() string {
+	addr := s.ns.ClusterAddr()
+	if addr == nil {
+		return ""
+	}
+	return "nats://" + addr.String()
 }
 
 // ClientURL is the URL outside clients connect to.

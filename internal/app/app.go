@@ -38,6 +38,14 @@ type Config struct {
 	// outside clients (default 127.0.0.1:4222; port -1 picks one).
 	NATSHost string
 	NATSPort int
+	// NATSName names the embedded server; required, and unique, in a
+	// cluster.
+	NATSName string
+	// NATSCluster joins the embedded server to a cluster of jetplane
+	// processes (see embedded.ClusterConfig).
+	NATSCluster embedded.ClusterConfig
+	// NATSLogs makes the embedded server log to stderr.
+	NATSLogs bool
 	// SyncAlways fsyncs every event before acknowledging it; otherwise the
 	// embedded server fsyncs every SyncInterval (default 2 min).
 	SyncAlways   bool
@@ -95,8 +103,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 			port = 4222
 		}
 		a.srv, err = embedded.Start(embedded.Config{
-			StoreDir: cfg.DataDir, Host: cfg.NATSHost, Port: port,
-			SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval,
+			StoreDir: cfg.DataDir, Host: cfg.NATSHost, Port: port, ServerName: cfg.NATSName,
+			SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval, Cluster: cfg.NATSCluster, Logs: cfg.NATSLogs,
 		})
 		if err != nil {
 			return nil, err
@@ -106,11 +114,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 		cfg.Logger.Info("embedded nats started", "store", cfg.DataDir, "url", a.srv.ClientURL(), "sync_always", cfg.SyncAlways)
 	}
-	if a.log, err = events.Open(ctx, a.nc, cfg.Log); err != nil {
-		return nil, err
-	}
-	blobs, err := a.log.Blobs(ctx, events.SnapshotBucket)
-	if err != nil {
+	var blobs *events.Blobs
+	if a.log, blobs, err = openLog(ctx, a.nc, cfg.Log, cfg.Logger); err != nil {
 		return nil, err
 	}
 	a.store = projections.NewStore(projections.StoreOptions{})
@@ -147,6 +152,36 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	return a, nil
+}
+
+// openLog opens the log and the snapshot bucket, waiting up to two minutes
+// for JetStream to place them: the nodes of a new cluster start one by one,
+// and until enough of them have joined there is no leader or no room for
+// replicas.
+func openLog(ctx context.Context, nc *nats.Conn, cfg events.Config, logger *slog.Logger) (*events.Log, *events.Blobs, error) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for attempt := 1; ; attempt++ {
+		// A request made before the cluster has a metadata leader is never
+		// answered; short attempts retry soon after one is elected.
+		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		l, err := events.Open(octx, nc, cfg)
+		var blobs *events.Blobs
+		if err == nil {
+			blobs, err = l.Blobs(octx, events.SnapshotBucket)
+		}
+		cancel()
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return l, blobs, err
+		}
+		if attempt == 1 || attempt%10 == 0 {
+			logger.Info("waiting for JetStream to place the log", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 func (a *App) ready() error {

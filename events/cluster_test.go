@@ -1,0 +1,56 @@
+package events_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/internal/testenv"
+)
+
+// On a three-node cluster with an R3 stream, a stale expectation is a
+// conflict too (the server answers 10164 there, not 10071), dedupe holds,
+// and the log survives the loss of a node.
+func TestReplicatedLog(t *testing.T) {
+	c := testenv.NATSCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l, err := events.Open(ctx, c.Connect(t), events.Config{Replicas: 3, Partitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := key("r3")
+	r1, err := l.Append(ctx, events.Entry{Event: event(k, "r3-1"), Expect: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, events.Entry{Event: event(k, "r3-2"), Expect: 0}); !errors.Is(err, events.ErrConflict) {
+		t.Fatalf("stale expectation on R3: err = %v, want ErrConflict", err)
+	}
+	if _, err := l.AppendBatch(ctx, []events.Entry{{Event: event(key("x"), ""), Expect: 0}, {Event: event(k, ""), Expect: 0}}); !errors.Is(err, events.ErrConflict) {
+		t.Fatalf("stale batch on R3: err = %v, want ErrConflict", err)
+	}
+	if dup, err := l.Append(ctx, events.Entry{Event: event(k, "r3-1"), Expect: events.AnyVersion}); err != nil || !dup.Duplicate {
+		t.Fatalf("duplicate on R3 = %+v, %v", dup, err)
+	}
+
+	// Lose a node; the others keep the log and take writes.
+	c.Servers[0].Shutdown()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, err = l.Append(ctx, events.Entry{Event: event(k, "r3-3"), Expect: r1.Sequence})
+		if err == nil || errors.Is(err, events.ErrConflict) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("append after losing a node: %v", err)
+	}
+	hist, err := l.History(ctx, k)
+	if err != nil || len(hist) != 2 {
+		t.Fatalf("history after losing a node: %d events, %v; want 2", len(hist), err)
+	}
+}
