@@ -205,6 +205,9 @@ func (s *Store) BeginBulk() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.bulk = true
+	// Watchers would miss the changes a bulk load does not record; end
+	// them now so they resume (and relist) once it is over.
+	s.watch.reset(s.seq)
 }
 
 // EndBulk ends a bulk load and builds the secondary indexes.
@@ -216,7 +219,7 @@ func (s *Store) EndBulk() {
 	}
 	s.bulk = false
 	s.rebuild()
-	s.watch.reset(s.seq)
+	s.watch.floor = s.seq
 }
 
 // rebuild recomputes every secondary index from objects. The caller holds

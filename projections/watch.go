@@ -66,6 +66,10 @@ func (c change) as(q Query) (ChangeType, bool) {
 // resourceVersion.
 var ErrGone = errors.New("resourceVersion is too old")
 
+// ErrCatchingUp means the store is still replaying the log and cannot be
+// watched yet; try again once the projection is ready.
+var ErrCatchingUp = errors.New("projection is catching up with the log")
+
 func newChange(k Key, cur, next *schemas.ObjectRecord, ev *schemas.EventRecord) change {
 	c := change{key: k, prev: cur, rec: next, seq: ev.Sequence, event: ev}
 	switch {
@@ -170,6 +174,9 @@ const WatchBuffer = 4096
 func (s *Store) Watch(q Query, from uint64) (changes <-chan Change, stop func(), err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.bulk {
+		return nil, nil, ErrCatchingUp
+	}
 	var backlog []Change
 	if from == 0 {
 		// The current objects are one list as of s.seq: only the last

@@ -52,6 +52,7 @@ func start(t *testing.T, qcfg queue.Config, recs ...reconcilers.Reconciler) *env
 	go func() { defer wg.Done(); _ = p.Start(ctx) }()
 	go func() { defer wg.Done(); _ = rt.Start(ctx) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
+	eventually(t, "the projection to catch up", p.Ready)
 	return &env{log: l, store: st, gate: g}
 }
 
@@ -89,10 +90,11 @@ func widget(name, size string, deps ...string) string {
 	return fmt.Sprintf("apiVersion: v1\nkind: Widget\nmetadata: {name: %s, namespace: ns%s}\nspec: {size: %q}\n---\n", name, d, size)
 }
 
-// eventually polls cond until it holds or 30 s pass.
+// eventually polls cond until it holds or 2 minutes pass (CI machines run
+// every package at once, under the race detector).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -212,15 +214,48 @@ func TestErrorsRetryAndTerminalWaits(t *testing.T) {
 	rec.fail["a"], rec.failN["a"] = errors.New("backend down"), 2
 	rec.fail["b"], rec.failN["b"] = reconcilers.Terminal(errors.New("size is impossible")), 1
 	e := start(t, queue.Config{BaseDelay: time.Millisecond}, rec)
+	// Watch b's statuses, so no transient one is missed.
+	changes, stop, err := e.store.Watch(projections.Query{Kind: "Widget"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	var mu sync.Mutex
+	var failed *schemas.Status
+	go func() {
+		for c := range changes {
+			if c.Key.Name == "b" && c.Object.GetStatus().GetPhase() == reconcilers.PhaseFailed {
+				mu.Lock()
+				failed = c.Object.Status
+				mu.Unlock()
+			}
+		}
+	}()
 	e.apply(t, widget("a", "s")+widget("b", "s"))
 	eventually(t, "a Ready after a retry", func() bool { return ready(e.store, "a") })
-	eventually(t, "b Failed", func() bool {
-		o := e.store.Get(key("b"))
-		return o.GetStatus().GetPhase() == reconcilers.PhaseFailed
-	})
-	b := e.store.Get(key("b"))
-	if !strings.Contains(b.Status.Message, "size is impossible") || b.Status.NextRunTime != nil {
-		t.Fatalf("terminal status = %v; want the error and no next run", b.Status)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		f := failed
+		mu.Unlock()
+		if f != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			runs, _, _ := rec.snapshot()
+			hist, _ := e.log.History(context.Background(), key("b").Proto())
+			for _, h := range hist {
+				t.Logf("b event %d %s %s %v", h.Sequence, h.Type, h.Actor, h.GetObject().GetStatus())
+			}
+			t.Fatalf("b never Failed; runs %v; b now %v", runs, e.store.Get(key("b")).GetStatus())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	mu.Lock()
+	b := failed
+	mu.Unlock()
+	if !strings.Contains(b.Message, "size is impossible") || b.NextRunTime != nil {
+		t.Fatalf("terminal status = %v; want the error and no next run", b)
 	}
 	runs, _, _ := rec.snapshot()
 	if n := strings.Count(fmt.Sprint(runs), "b@"); n != 1 {

@@ -213,6 +213,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		code = http.StatusConflict
 	case errors.Is(err, projections.ErrGone):
 		code = http.StatusGone
+	case errors.Is(err, projections.ErrCatchingUp):
+		code = http.StatusServiceUnavailable
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		code = http.StatusServiceUnavailable
 	}
