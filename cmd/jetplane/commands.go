@@ -260,7 +260,9 @@ func newWatch(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", ev.Type, ev.ResourceVersion, ev.Key.Kind, dash(ev.Key.Namespace), ev.Key.Name,
+				// The object's own version: the first objects of a watch
+				// carry no event sequence of their own.
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", ev.Type, o.GetMetadata().GetResourceVersion(), ev.Key.Kind, dash(ev.Key.Namespace), ev.Key.Name,
 					dash(o.GetStatus().GetGoal()), dash(o.GetStatus().GetPhase()))
 				return tw.Flush()
 			})
@@ -351,6 +353,10 @@ TIME (RFC 3339, such as 2026-11-22T10:00:00Z, or a duration ago such as 15m).`,
 				return writeDocs(w, output, list.Items, output == "json")
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "State at sequence %d:\n", list.ResourceVersion)
+			if len(list.Items) == 0 {
+				fmt.Fprintln(cmd.ErrOrStderr(), "No objects found.")
+				return nil
+			}
 			objs, err := decodeObjects(list.Items)
 			if err != nil {
 				return err
