@@ -1,11 +1,27 @@
 package projections
 
-import "github.com/jetplane/jetplane/schemas"
+import (
+	"strings"
+
+	"github.com/jetplane/jetplane/schemas"
+)
 
 // Key identifies an object: kind (with group), namespace, name. It is
 // comparable, so it serves as a map key.
 type Key struct {
 	Kind, Namespace, Name string
+}
+
+// ObjectKey is the key of object o: its kind qualified by the API group of
+// its apiVersion ("apps/v1" + Deployment is "Deployment.apps", "v1" +
+// Service is "Service"), its namespace and its name. The group is part of
+// the key because two groups may define the same kind.
+func ObjectKey(o *schemas.Object) Key {
+	kind := o.GetKind()
+	if v := o.GetApiVersion(); strings.LastIndexByte(v, '/') > 0 {
+		kind += "." + v[:strings.LastIndexByte(v, '/')]
+	}
+	return Key{Kind: kind, Namespace: o.GetMetadata().GetNamespace(), Name: o.GetMetadata().GetName()}
 }
 
 // KeyOf converts a protobuf key.

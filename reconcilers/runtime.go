@@ -129,9 +129,10 @@ func (r *Runtime) Start(ctx context.Context) error {
 		objs, _ := r.cfg.State.List(projections.Query{Kind: kind})
 		c.mu.Lock()
 		for _, o := range objs {
-			if projections.KeyOf(keyOf(o)).Kind == kind {
-				c.q.Add(encodeKey(projections.KeyOf(keyOf(o))))
-				c.seen[encodeKey(projections.KeyOf(keyOf(o)))] = head
+			// A bare kind lists every group's; keep this kind's own.
+			if k := projections.ObjectKey(o); k.Kind == kind {
+				c.q.Add(encodeKey(k))
+				c.seen[encodeKey(k)] = head
 			}
 		}
 		c.mu.Unlock()
@@ -148,15 +149,6 @@ func (r *Runtime) Start(ctx context.Context) error {
 	defer grace.Stop()
 	wg.Wait()
 	return err
-}
-
-// keyOf is the key of an object from current state.
-func keyOf(o *schemas.Object) *schemas.ObjectKey {
-	kind := o.GetKind()
-	if g, _, ok := strings.Cut(o.GetApiVersion(), "/"); ok {
-		kind += "." + g
-	}
-	return &schemas.ObjectKey{Kind: kind, Namespace: o.GetMetadata().GetNamespace(), Name: o.GetMetadata().GetName()}
 }
 
 // trigger turns one log event into work: its key's run (unless the event is

@@ -2,8 +2,8 @@ package manifest
 
 import (
 	"slices"
-	"strings"
 
+	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
 )
 
@@ -11,30 +11,12 @@ import (
 // apiVersion ("apps/v1" + Deployment → "Deployment.apps"; "v1" + Service →
 // "Service"), its namespace and its name. The group is part of the key because
 // two groups may define the same kind name.
-func KeyOf(o *schemas.Object) *schemas.ObjectKey {
-	return &schemas.ObjectKey{
-		Kind:      kindWithGroup(o.GetApiVersion(), o.GetKind()),
-		Namespace: o.GetMetadata().GetNamespace(),
-		Name:      o.GetMetadata().GetName(),
-	}
-}
-
-func kindWithGroup(apiVersion, kind string) string {
-	if i := strings.LastIndexByte(apiVersion, '/'); i > 0 {
-		return kind + "." + apiVersion[:i]
-	}
-	return kind
-}
+func KeyOf(o *schemas.Object) *schemas.ObjectKey { return projections.ObjectKey(o).Proto() }
 
 // KeyString formats a key as "Kind/namespace/name", or "Kind/name" for a
 // cluster-scoped object. Neither kinds, namespaces nor names may contain '/',
 // so the two forms cannot be confused.
-func KeyString(k *schemas.ObjectKey) string {
-	if k.GetNamespace() == "" {
-		return k.GetKind() + "/" + k.GetName()
-	}
-	return k.GetKind() + "/" + k.GetNamespace() + "/" + k.GetName()
-}
+func KeyString(k *schemas.ObjectKey) string { return projections.KeyOf(k).String() }
 
 // FindCycle returns one dependency cycle in edges (key → keys it depends on)
 // as a path that starts and ends with the same key, such as [a b c a], or nil

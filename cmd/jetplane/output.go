@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
 )
 
@@ -122,12 +123,7 @@ func readyOf(st *schemas.Status) string {
 }
 
 // kindOf is the kind with its API group, as keys name it.
-func kindOf(o *schemas.Object) string {
-	if g, _, ok := strings.Cut(o.GetApiVersion(), "/"); ok {
-		return o.GetKind() + "." + g
-	}
-	return o.GetKind()
-}
+func kindOf(o *schemas.Object) string { return projections.ObjectKey(o).Kind }
 
 func dash(s string) string {
 	if s == "" {
