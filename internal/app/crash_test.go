@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,13 +106,16 @@ func TestCrashDuringRunLosesNoTrigger(t *testing.T) {
 		o, err := api.DecodeObject(raw)
 		return err == nil && reconcilers.IsReady(o) && o.Status.ObservedGeneration == o.Metadata.Generation
 	})
+	// The killed run never ended; the restarted process ran the key to
+	// the end (possibly more than once: a redelivered trigger may add a
+	// run, and runs are idempotent).
 	lines := runLines(t, runs)
 	var got []string
 	for _, l := range lines {
 		f := strings.Fields(l)
 		got = append(got, f[0]+" "+f[1])
 	}
-	if fmt.Sprint(got) != "[start first start second end second]" {
+	if len(got) < 3 || fmt.Sprint(got[:3]) != "[start first start second end second]" || slices.Contains(got[1:], "end first") {
 		t.Fatalf("runs recorded: %v; want the killed run, then a full run after the restart", lines)
 	}
 }
