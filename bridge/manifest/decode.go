@@ -331,19 +331,22 @@ func (in *input) document(start, end int) bool {
 		return !in.b.full()
 	}
 	lineBase := in.lineAt(start) - 1
-	root, perr := parseYAML(raw, lineBase)
-	if perr != nil {
-		fail(perr)
-		return !in.b.full()
-	}
-	if root == nil {
-		return true
-	}
-	conv := converter{lineBase: lineBase}
-	val, cerr := conv.value(root, "", 0)
-	if cerr != nil {
-		fail(cerr)
-		return !in.b.full()
+	val, err := fastJSON(raw)
+	if err != nil {
+		root, perr := parseYAML(raw, lineBase)
+		if perr != nil {
+			fail(perr)
+			return !in.b.full()
+		}
+		if root == nil {
+			return true
+		}
+		conv := converter{lineBase: lineBase}
+		var cerr *Error
+		if val, cerr = conv.value(root, "", 0); cerr != nil {
+			fail(cerr)
+			return !in.b.full()
+		}
 	}
 	objs, verrs := objectsOf(val)
 	for _, e := range verrs {

@@ -65,10 +65,12 @@ func watchReady(b *testing.B, st *projections.Store, gen int64, want int) *ready
 	return r
 }
 
+// benchDocs writes manifests as JSON documents, as the CLI and API clients
+// send them.
 func benchDocs(from, to int, size string) []byte {
 	var sb strings.Builder
 	for i := from; i < to; i++ {
-		fmt.Fprintf(&sb, "apiVersion: v1\nkind: Bench\nmetadata: {name: o-%d, namespace: bench}\nspec: {size: %s}\n---\n", i, size)
+		fmt.Fprintf(&sb, `{"apiVersion":"v1","kind":"Bench","metadata":{"name":"o-%d","namespace":"bench"},"spec":{"size":%s}}`+"\n---\n", i, size)
 	}
 	return []byte(sb.String())
 }
