@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -122,6 +123,16 @@ func Start(cfg Config) (*Server, error) {
 		}
 		opts.Routes = server.RoutesFromStr(strings.Join(cl.Routes, ","))
 	}
+	// The server only logs a port it cannot bind and then never becomes
+	// ready; check first, so the error says what to change.
+	if err := portFree(opts.Host, opts.Port, "--nats-port"); err != nil {
+		return nil, err
+	}
+	if opts.Cluster.Name != "" {
+		if err := portFree(opts.Cluster.Host, opts.Cluster.Port, "--nats-cluster-listen"); err != nil {
+			return nil, err
+		}
+	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
@@ -130,9 +141,10 @@ func Start(cfg Config) (*Server, error) {
 		ns.ConfigureLogger()
 	}
 	ns.Start()
-	if !ns.ReadyForConnections(60 * time.Second) {
+	const ready = 60 * time.Second
+	if !ns.ReadyForConnections(ready) {
 		ns.Shutdown()
-		return nil, errors.New("embedded nats: not ready after 30s")
+		return nil, fmt.Errorf("embedded nats: not ready after %s; run with --nats-log to see why", ready)
 	}
 	return &Server{ns: ns}, nil
 }
@@ -140,6 +152,19 @@ func Start(cfg Config) (*Server, error) {
 // Connect opens an in-process connection to the server.
 func (s *Server) Connect(name string) (*nats.Conn, error) {
 	return nats.Connect("", nats.InProcessServer(s.ns), nats.Name(name), nats.MaxReconnects(-1))
+}
+
+// portFree reports a fixed port that is already taken, naming the flag
+// that sets it. Port -1 (any free port) always passes.
+func portFree(host string, port int, flag string) error {
+	if port <= 0 {
+		return nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("embedded nats: cannot listen on %s:%d (%v); choose another port with %s (-1 picks a free one)", host, port, err, flag)
+	}
+	return l.Close()
 }
 
 // ClusterURL is this node's route URL, for the other nodes' Routes ("" when

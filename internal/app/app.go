@@ -149,7 +149,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	if a.listener, err = net.Listen("tcp", cfg.Listen); err != nil {
-		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+		return nil, fmt.Errorf("listen %s: %w; choose another address with --listen", cfg.Listen, err)
 	}
 	return a, nil
 }
