@@ -80,7 +80,8 @@ func (c Config) validate() error {
 
 // Server is a running embedded NATS server.
 type Server struct {
-	ns *server.Server
+	ns     *server.Server
+	unlock func()
 }
 
 // Start starts the server and waits until it accepts connections.
@@ -133,8 +134,13 @@ func Start(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	unlock, err := lockDir(cfg.StoreDir)
+	if err != nil {
+		return nil, err
+	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
+		unlock()
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
 	if cfg.Logs {
@@ -144,9 +150,10 @@ func Start(cfg Config) (*Server, error) {
 	const ready = 60 * time.Second
 	if !ns.ReadyForConnections(ready) {
 		ns.Shutdown()
+		unlock()
 		return nil, fmt.Errorf("embedded nats: not ready after %s; run with --nats-log to see why", ready)
 	}
-	return &Server{ns: ns}, nil
+	return &Server{ns: ns, unlock: unlock}, nil
 }
 
 // Connect opens an in-process connection to the server.
@@ -184,4 +191,5 @@ func (s *Server) ClientURL() string { return s.ns.ClientURL() }
 func (s *Server) Shutdown() {
 	s.ns.Shutdown()
 	s.ns.WaitForShutdown()
+	s.unlock()
 }

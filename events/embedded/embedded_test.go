@@ -40,3 +40,27 @@ func TestStartRefusesBadConfig(t *testing.T) {
 		})
 	}
 }
+
+// Two servers on one store would corrupt it: the second is refused until
+// the first stops.
+func TestStoreDirIsLocked(t *testing.T) {
+	dir := t.TempDir()
+	first, err := Start(Config{StoreDir: dir, Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Start(Config{StoreDir: dir, Port: -1}); err == nil {
+		s.Shutdown()
+		first.Shutdown()
+		t.Fatal("a second server started on a store in use")
+	} else if !strings.Contains(err.Error(), "in use by another process") {
+		t.Fatalf("err = %v, want it to say the store is in use", err)
+	}
+	first.Shutdown()
+	first.Shutdown() // idempotent
+	again, err := Start(Config{StoreDir: dir, Port: -1})
+	if err != nil {
+		t.Fatalf("start after the first stopped: %v", err)
+	}
+	again.Shutdown()
+}
