@@ -63,11 +63,8 @@ func (m Message) checkKey(k *schemas.ObjectKey) error {
 }
 
 // Handler receives messages in log order. Returning an error stops the read
-// and is returned by it; returning ErrStop stops it cleanly.
+// and is returned by it.
 type Handler func(m Message) error
-
-// ErrStop, returned by a Handler, ends a read without error.
-var ErrStop = errors.New("stop reading")
 
 // ReadOptions narrows a read.
 type ReadOptions struct {
@@ -121,9 +118,6 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn Handler) error {
 	for b := range batches {
 		for _, m := range b {
 			if err := fn(m); err != nil {
-				if errors.Is(err, ErrStop) {
-					return nil
-				}
 				return err
 			}
 		}

@@ -146,18 +146,7 @@ show one object.`,
 			if err != nil {
 				return err
 			}
-			if output == "json" || output == "yaml" {
-				return writeDocs(w, output, list.Items, output == "json")
-			}
-			if len(list.Items) == 0 {
-				fmt.Fprintln(cmd.ErrOrStderr(), "No objects found.")
-				return nil
-			}
-			objs, err := decodeObjects(list.Items)
-			if err != nil {
-				return err
-			}
-			return objectsTable(w, objs, time.Now())
+			return printList(cmd, output, list.Items)
 		},
 	}
 	cmd.Flags().StringVarP(&ns, "namespace", "n", "", "namespace (empty: all namespaces for lists, cluster scope for one object)")
@@ -348,20 +337,10 @@ TIME (RFC 3339, such as 2026-11-22T10:00:00Z, or a duration ago such as 15m).`,
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if output == "json" || output == "yaml" {
-				return writeDocs(w, output, list.Items, output == "json")
+			if output != "json" && output != "yaml" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "State at sequence %d:\n", list.ResourceVersion)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "State at sequence %d:\n", list.ResourceVersion)
-			if len(list.Items) == 0 {
-				fmt.Fprintln(cmd.ErrOrStderr(), "No objects found.")
-				return nil
-			}
-			objs, err := decodeObjects(list.Items)
-			if err != nil {
-				return err
-			}
-			return objectsTable(w, objs, time.Now())
+			return printList(cmd, output, list.Items)
 		},
 	}
 	cmd.Flags().StringVar(&at, "at", "", "log sequence, RFC 3339 time, or duration ago")

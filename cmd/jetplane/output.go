@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/jetplane/jetplane/bridge/api"
@@ -193,6 +194,24 @@ func detail(ev *schemas.Event) string {
 		return strings.TrimSpace(st.GetPhase() + " " + st.GetMessage())
 	}
 	return ""
+}
+
+// printList prints listed objects: JSON or YAML documents, or a table
+// ("No objects found." on stderr when there are none).
+func printList(cmd *cobra.Command, output string, items []json.RawMessage) error {
+	w := cmd.OutOrStdout()
+	if output == "json" || output == "yaml" {
+		return writeDocs(w, output, items, output == "json")
+	}
+	if len(items) == 0 {
+		fmt.Fprintln(cmd.ErrOrStderr(), "No objects found.")
+		return nil
+	}
+	objs, err := decodeObjects(items)
+	if err != nil {
+		return err
+	}
+	return objectsTable(w, objs, time.Now())
 }
 
 func decodeObjects(raws []json.RawMessage) ([]*schemas.Object, error) {

@@ -3,7 +3,9 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -167,8 +169,14 @@ func BenchmarkReconcileOne(b *testing.B) {
 }
 
 // benchWorkers is how many runs of a kind may be in flight (the queue's
-// MaxRunning); the reference controller ran 8 workers.
-var benchWorkers = 8
+// MaxRunning): 8, as the reference controller ran, unless
+// JETPLANE_BENCH_WORKERS says otherwise.
+var benchWorkers = func() int {
+	if n, err := strconv.Atoi(os.Getenv("JETPLANE_BENCH_WORKERS")); err == nil && n > 0 {
+		return n
+	}
+	return 8
+}()
 
 // benchReconciler reads the object it is given and reports it Ready; the
 // runtime writes the status.
