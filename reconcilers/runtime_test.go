@@ -204,8 +204,12 @@ func TestChangesDuringRunCoalesce(t *testing.T) {
 	if overlap {
 		t.Fatal("a key ran twice at once")
 	}
-	if fmt.Sprint(runs) != "[a@1 a@5]" {
-		t.Fatalf("runs = %v, want [a@1 a@5]: one more run, on the latest state", runs)
+	// The four changes made during the first run coalesce: no run sees an
+	// intermediate generation, and the next run sees the latest. (The
+	// consumer may hand the runtime the last changes only once that run has
+	// begun; they then cause exactly one more run, on the same state.)
+	if len(runs) < 2 || len(runs) > 3 || runs[0] != "a@1" || slices.ContainsFunc(runs[1:], func(r string) bool { return r != "a@5" }) {
+		t.Fatalf("runs = %v, want a@1 then one or two runs at a@5", runs)
 	}
 }
 
