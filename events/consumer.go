@@ -24,6 +24,12 @@ type ConsumerOptions struct {
 	AckWait time.Duration
 	// MaxAckPending bounds unacknowledged deliveries (default 100,000).
 	MaxAckPending int
+	// PriorityGroup, when set, pins the consumer: the server delivers to
+	// one reader of the group at a time, and moves the pin to another
+	// reader only when the pinned one is unpinned (Unpin) or has not
+	// pulled for PinnedTTL (default 4 s).
+	PriorityGroup string
+	PinnedTTL     time.Duration
 }
 
 // Delivery is a message from a durable consumer.
@@ -61,11 +67,23 @@ func (l *Log) Consume(ctx context.Context, opts ConsumerOptions, fn func(Deliver
 	if opts.Filter != "" {
 		cfg.FilterSubject = opts.Filter
 	}
+	pull := []jetstream.PullMessagesOpt{jetstream.PullMaxMessages(1024)}
+	if opts.PriorityGroup != "" {
+		if opts.PinnedTTL <= 0 {
+			opts.PinnedTTL = 4 * time.Second
+		}
+		cfg.PriorityPolicy = jetstream.PriorityPolicyPinned
+		cfg.PriorityGroups = []string{opts.PriorityGroup}
+		cfg.PinnedTTL = opts.PinnedTTL
+		// The pinned reader keeps its pin by pulling within PinnedTTL.
+		pull = append(pull, jetstream.PullPriorityGroup(opts.PriorityGroup),
+			jetstream.PullExpiry(opts.PinnedTTL/2))
+	}
 	cons, err := l.stream.CreateOrUpdateConsumer(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", opts.Name, err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
+	it, err := cons.Messages(pull...)
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", opts.Name, err)
 	}
@@ -86,4 +104,15 @@ func (l *Log) Consume(ctx context.Context, opts ConsumerOptions, fn func(Deliver
 		}
 		fn(Delivery{Message: Message{Data: msg.Data(), Sequence: meta.Sequence.Stream, Pending: meta.NumPending, Subject: msg.Subject()}, msg: msg})
 	}
+}
+
+// Unpin releases the pin of a pinned consumer's group, so that another
+// reader waiting in the group is pinned at once instead of after the
+// PinnedTTL. Unpinning a consumer nobody is pinned to is not an error.
+func (l *Log) Unpin(ctx context.Context, consumer, group string) error {
+	err := l.stream.UnpinConsumer(ctx, consumer, group)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("unpin consumer %s: %w", consumer, err)
+	}
+	return nil
 }

@@ -33,7 +33,8 @@ type Store struct {
 	// objects is kept current, and EndBulk builds the indexes once from the
 	// final state. A replay of a long log churns the same keys many times;
 	// indexing each step costs more than decoding the event.
-	bulk bool
+	bulk     bool
+	onChange func(Changed)
 }
 
 type keySet map[Key]struct{}
@@ -91,6 +92,9 @@ func (s *Store) Apply(ev *schemas.EventRecord) {
 		}
 		if !s.bulk {
 			s.watch.publish(newChange(k, cur, next, ev))
+			if s.onChange != nil {
+				s.onChange(Changed{Key: k, Prev: cur, Next: next, Sequence: ev.Sequence, Dependents: s.dependents[k]})
+			}
 		}
 	}
 	s.seq = ev.Sequence
@@ -220,6 +224,33 @@ func (s *Store) EndBulk() {
 	s.bulk = false
 	s.rebuild()
 	s.watch.floor = s.seq
+	if s.onChange != nil {
+		s.onChange(Changed{Sequence: s.seq, Resync: true})
+	}
+}
+
+// Changed is one key's change as a change hook sees it, with the records
+// as the store keeps them.
+type Changed struct {
+	Key Key
+	// Prev and Next are the states before and after; Prev is nil for a new
+	// key, Next nil for one that left current state.
+	Prev, Next *schemas.ObjectRecord
+	Sequence   uint64
+	// Dependents are the keys whose dependsOn names Key.
+	Dependents []Key
+	// Resync reports that a bulk load ended: changes were not reported
+	// one by one, and anything may have changed.
+	Resync bool
+}
+
+// OnChange sets the hook called with every change the store folds, in log
+// order. It runs with the store locked: it must be quick, must not call the
+// store, and must not keep Dependents (the store reuses it).
+func (s *Store) OnChange(fn func(Changed)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onChange = fn
 }
 
 // rebuild recomputes every secondary index from objects. The caller holds
@@ -303,6 +334,14 @@ func (s *Store) List(q Query) ([]*schemas.Object, uint64) {
 		objs[i] = ObjectOf(r)
 	}
 	return objs, seq
+}
+
+// Keys is List without the objects: the keys matching q, ordered, and the
+// sequence they are current at.
+func (s *Store) Keys(q Query) ([]Key, uint64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.match(q), s.seq
 }
 
 // match returns the keys matching q, ordered. The caller holds s.mu.

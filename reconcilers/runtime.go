@@ -23,14 +23,18 @@ type Log interface {
 	Consume(ctx context.Context, opts events.ConsumerOptions, fn func(events.Delivery)) error
 	Append(ctx context.Context, e events.Entry) (events.Result, error)
 	LastSequence(ctx context.Context) (uint64, error)
+	Partitions() int
+	Join(ctx context.Context, instance string, opts events.MemberOptions) (*events.Members, error)
+	Unpin(ctx context.Context, consumer, group string) error
 }
 
 // State is the projection runs read.
 type State interface {
 	Get(k projections.Key) *schemas.Object
-	List(q projections.Query) ([]*schemas.Object, uint64)
+	Keys(q projections.Query) ([]projections.Key, uint64)
 	Dependents(k projections.Key) []projections.Key
 	WaitFor(ctx context.Context, seq uint64) error
+	OnChange(fn func(projections.Changed))
 }
 
 var (
@@ -48,8 +52,18 @@ type Config struct {
 	Instance string
 	// Queue tunes every kind's queue (concurrency, backoff, resync).
 	Queue queue.Config
-	// Consumer is the durable consumer's name (default "jp-reconcilers").
+	// Consumer prefixes the durable consumers' names, one per partition:
+	// <Consumer>-<partition> (default "jp-reconcilers").
 	Consumer string
+	// Members tunes membership: how fast a dead instance's partitions move
+	// to the live ones.
+	Members events.MemberOptions
+	// PinnedTTL is how long a partition's consumer stays pinned to an
+	// instance that stopped pulling (default 4 s).
+	PinnedTTL time.Duration
+	// Grace bounds how long runs in flight may take to finish when the
+	// runtime stops or a partition moves away (default 10 s).
+	Grace time.Duration
 	// Now is the clock; default time.Now.
 	Now     func() time.Time
 	Logger  *slog.Logger
@@ -62,6 +76,7 @@ type Config struct {
 type Runtime struct {
 	cfg    Config
 	byKind map[string]*controller
+	parts  *partitions
 }
 
 // New validates cfg and returns a runtime.
@@ -85,7 +100,11 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 10 * time.Second
+	}
 	r := &Runtime{cfg: cfg, byKind: map[string]*controller{}}
+	r.parts = newPartitions(r, cfg.Log.Partitions())
 	for _, rec := range cfg.Reconcilers {
 		for _, kind := range rec.Kinds() {
 			if _, dup := r.byKind[kind]; dup {
@@ -96,7 +115,7 @@ func New(cfg Config) (*Runtime, error) {
 				return nil, err
 			}
 			r.byKind[kind] = &controller{rt: r, kind: kind, rec: rec, q: q, notify: make(chan struct{}, 1),
-				pending: map[string][]events.Delivery{}, seen: map[string]uint64{}, actor: "reconciler/" + kind + "@" + cfg.Instance}
+				pending: map[string][]events.Delivery{}, seen: map[string]uint64{}, read: map[string]uint64{}, actor: "reconciler/" + kind + "@" + cfg.Instance}
 		}
 	}
 	return r, nil
@@ -107,9 +126,11 @@ func New(cfg Config) (*Runtime, error) {
 func (r *Runtime) Handles(kind string) bool { _, ok := r.byKind[kind]; return ok }
 
 // Start runs until ctx ends. It waits for the projection to reach the
-// log's head, enqueues every key of every handled kind (a trigger that was
-// in flight when an earlier process died is not lost), then consumes the
-// log. On shutdown it stops taking work and lets runs in flight finish.
+// log's head, joins the instances sharing the log, and runs the partitions
+// assigned to it: each is claimed, every key in it enqueued (a trigger that
+// was in flight when an earlier holder died is not lost), then its
+// consumer read. On shutdown it stops taking work, lets runs in flight
+// finish (up to Grace), and releases its partitions to the others.
 func (r *Runtime) Start(ctx context.Context) error {
 	if len(r.byKind) == 0 {
 		<-ctx.Done()
@@ -122,40 +143,63 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if err := r.cfg.State.WaitFor(ctx, head); err != nil {
 		return err
 	}
+	members, err := r.join(ctx)
+	if err != nil {
+		return err
+	}
+	r.cfg.State.OnChange(r.changed)
+	defer r.cfg.State.OnChange(nil)
 	var wg sync.WaitGroup
 	runCtx, stopRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRuns()
-	for kind, c := range r.byKind {
-		objs, _ := r.cfg.State.List(projections.Query{Kind: kind})
-		c.mu.Lock()
-		for _, o := range objs {
-			// A bare kind lists every group's; keep this kind's own.
-			if k := projections.ObjectKey(o); k.Kind == kind {
-				c.q.Add(encodeKey(k))
-				c.seen[encodeKey(k)] = head
-			}
-		}
-		c.mu.Unlock()
+	for _, c := range r.byKind {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			c.dispatch(ctx, runCtx)
 		}()
 	}
-	err = r.cfg.Log.Consume(ctx, events.ConsumerOptions{Name: r.cfg.Consumer, Filter: events.StoredPrefix + ".>"}, r.trigger)
-	// Stop taking work; runs in flight finish (the dispatchers wait for
-	// their workers) unless they take longer than the grace period.
-	grace := time.AfterFunc(10*time.Second, stopRuns)
-	defer grace.Stop()
+	// Stop taking work at ctx's end; runs in flight finish unless they
+	// take longer than the grace period.
+	grace := context.AfterFunc(ctx, func() { time.AfterFunc(r.cfg.Grace, stopRuns) })
+	defer grace()
+	r.parts.balance(ctx, members)
 	wg.Wait()
-	return err
+	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := members.Leave(lctx); err != nil {
+		r.cfg.Logger.Warn("leaving the members bucket failed; the others take over after expiry", "err", err)
+	}
+	return ctx.Err()
 }
 
-// trigger turns one log event into work: its key's run (unless the event is
-// the key's own reconciler reporting status), and runs of the keys that
-// depend on it. A delivery is acknowledged when the run covering it ends;
-// one that triggers no run of its own key is acknowledged at once (the
-// keys it wakes are enqueued again at every start, so nothing is lost).
+// join announces this instance, retrying while the cluster cannot yet
+// place the members bucket.
+func (r *Runtime) join(ctx context.Context) (*events.Members, error) {
+	for attempt := 1; ; attempt++ {
+		jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		m, err := r.cfg.Log.Join(jctx, r.cfg.Instance, r.cfg.Members)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return m, err
+		}
+		if attempt == 1 || attempt%10 == 0 {
+			r.cfg.Logger.Info("waiting to join the other instances", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// trigger turns one log event of a partition this instance holds into a
+// run of its key, unless the event is the key's own reconciler reporting
+// status. The delivery is acknowledged when the run covering it ends; one
+// that triggers no run is acknowledged at once. Keys that depend on the
+// event's key are woken from the projection (changed), whichever
+// partition they are in.
 func (r *Runtime) trigger(d events.Delivery) {
 	ev, err := d.Record()
 	if err != nil {
@@ -164,19 +208,51 @@ func (r *Runtime) trigger(d events.Delivery) {
 		return
 	}
 	k := projections.KeyOf(ev.Key)
-	attached := false
-	if c := r.byKind[k.Kind]; c != nil && !(ev.Type == schemas.EventType_EVENT_TYPE_STATUS_CHANGED && ev.Actor == c.actor) {
-		c.add(k, &d, d.Sequence)
-		attached = true
+	c := r.byKind[k.Kind]
+	if c == nil || (ev.Type == schemas.EventType_EVENT_TYPE_STATUS_CHANGED && ev.Actor == c.actor) || !r.parts.active(r.parts.of(k)) {
+		// A partition given up meanwhile: its next holder runs every key.
+		_ = d.Ack()
+		return
 	}
-	for _, dep := range r.cfg.State.Dependents(k) {
-		if c := r.byKind[dep.Kind]; c != nil {
-			c.add(dep, nil, d.Sequence)
+	c.add(k, &d, d.Sequence)
+}
+
+// changed wakes, from the projection, the keys a change concerns: the
+// dependents of a key whose readiness, goal or existence changed, and the
+// dependencies of a key that left current state (deletion runs in reverse
+// order). Only keys of partitions held here are woken; every instance
+// folds the whole log, so each wakes its own. It runs with the store
+// locked.
+func (r *Runtime) changed(ch projections.Changed) {
+	if ch.Resync {
+		r.parts.resyncAll()
+		return
+	}
+	if gateChanged(ch.Prev, ch.Next) {
+		for _, d := range ch.Dependents {
+			r.wake(d, ch.Sequence)
 		}
 	}
-	if !attached {
-		_ = d.Ack()
+	if ch.Next == nil && ch.Prev != nil {
+		for _, d := range ch.Prev.GetMetadata().GetDependsOn() {
+			r.wake(projections.KeyOf(d), ch.Sequence)
+		}
 	}
+}
+
+func (r *Runtime) wake(k projections.Key, seq uint64) {
+	if c := r.byKind[k.Kind]; c != nil && r.parts.active(r.parts.of(k)) {
+		c.add(k, nil, seq)
+	}
+}
+
+// gateChanged reports whether a change can unblock or block a key that
+// depends on it (see blockers) or waits for it to go.
+func gateChanged(prev, next *schemas.ObjectRecord) bool {
+	if (prev == nil) != (next == nil) {
+		return true
+	}
+	return prev.GetStatus().GetGoal() != next.GetStatus().GetGoal() || readyStatus(prev.GetStatus()) != readyStatus(next.GetStatus())
 }
 
 // controller runs one kind.
@@ -193,6 +269,9 @@ type controller struct {
 	// seen is, per key, the log sequence its next run must see folded: a
 	// dependent woken by its dependency's status must read that status.
 	seen map[string]uint64
+	// read is, per key, the resourceVersion its latest run read: an event
+	// at or below it is already covered (a late or repeated delivery).
+	read map[string]uint64
 }
 
 // add enqueues k. d is the delivery of k's own event (acknowledged when
@@ -201,6 +280,11 @@ type controller struct {
 func (c *controller) add(k projections.Key, d *events.Delivery, seq uint64) {
 	key := encodeKey(k)
 	c.mu.Lock()
+	if d != nil && seq <= c.read[key] {
+		c.mu.Unlock()
+		_ = d.Ack()
+		return
+	}
 	if d != nil {
 		c.pending[key] = append(c.pending[key], *d)
 	}
@@ -210,6 +294,38 @@ func (c *controller) add(k projections.Key, d *events.Delivery, seq uint64) {
 	c.q.Add(key)
 	c.mu.Unlock()
 	c.wake()
+}
+
+// addAll enqueues keys, to run on state at least as new as seq.
+func (c *controller) addAll(keys []projections.Key, seq uint64) {
+	c.mu.Lock()
+	for _, k := range keys {
+		key := encodeKey(k)
+		if seq > c.seen[key] {
+			c.seen[key] = seq
+		}
+		c.q.Add(key)
+	}
+	c.mu.Unlock()
+	c.wake()
+}
+
+// dropPartition acknowledges the deliveries of partition p's keys that no
+// run has covered yet: p has moved away, and its next holder runs every
+// key in it. Queued keys of p are dropped when they come up.
+func (c *controller) dropPartition(p int) {
+	c.mu.Lock()
+	var acks []events.Delivery
+	for key, ds := range c.pending {
+		if c.rt.parts.of(decodeKey(key)) == p {
+			acks = append(acks, ds...)
+			delete(c.pending, key)
+		}
+	}
+	c.mu.Unlock()
+	for _, d := range acks {
+		_ = d.Ack()
+	}
 }
 
 func (c *controller) wake() {
@@ -287,6 +403,17 @@ func (c *controller) run(ctx context.Context, key string) {
 	delete(c.seen, key)
 	c.mu.Unlock()
 
+	p := rt.parts.of(k)
+	if !rt.parts.begin(p) {
+		// The partition moved away (or is moving): its new holder runs
+		// the key.
+		c.mu.Lock()
+		c.q.Forget(key)
+		c.mu.Unlock()
+		c.finish(key, queue.Result{}, covered)
+		return
+	}
+	defer rt.parts.end(p)
 	start := rt.cfg.Now()
 	var cause string
 	// Level-triggered: decide on a projection that includes every event
@@ -301,14 +428,18 @@ func (c *controller) run(ctx context.Context, key string) {
 		}
 	}
 	obj := rt.cfg.State.Get(k)
+	c.mu.Lock()
 	if obj == nil {
 		// The key left current state: nothing to do, and nothing to keep.
-		c.mu.Lock()
 		c.q.Forget(key)
+		delete(c.read, key)
+		delete(c.seen, key)
 		c.mu.Unlock()
 		c.finish(key, queue.Result{}, covered)
 		return
 	}
+	c.read[key] = obj.GetMetadata().GetResourceVersion()
+	c.mu.Unlock()
 	o := c.decide(ctx, k, obj)
 	qres := queue.Result{Outcome: queue.Succeeded, RequeueAfter: o.res.RequeueAfter}
 	switch {
@@ -394,6 +525,14 @@ func (c *controller) record(ctx context.Context, k projections.Key, obj *schemas
 	}
 	res, err := rt.cfg.Log.Append(ctx, events.Entry{Event: ev, Expect: obj.GetMetadata().GetResourceVersion()})
 	switch {
+	case err == nil:
+		// The key's next run reads at least this status: reading an older
+		// one would only fail its own write.
+		c.mu.Lock()
+		if res.Sequence > c.seen[encodeKey(k)] {
+			c.seen[encodeKey(k)] = res.Sequence
+		}
+		c.mu.Unlock()
 	case errors.Is(err, events.ErrConflict):
 		rt.cfg.Metrics.conflicts.WithLabelValues(c.kind).Inc()
 		head, _ := rt.cfg.Log.LastSequence(ctx)
@@ -403,14 +542,6 @@ func (c *controller) record(ctx context.Context, k projections.Key, obj *schemas
 		// idempotent) once the log answers.
 		rt.cfg.Logger.Warn("status write failed; running again", "key", k.String(), "err", err)
 		c.add(k, nil, 0)
-	case o.finalize:
-		// Dependencies waiting for this object to go may finish now.
-		for _, d := range obj.GetMetadata().GetDependsOn() {
-			dk := projections.KeyOf(d)
-			if dc := rt.byKind[dk.Kind]; dc != nil {
-				dc.add(dk, nil, res.Sequence)
-			}
-		}
 	}
 }
 
@@ -422,3 +553,6 @@ func decodeKey(s string) projections.Key {
 	parts := strings.SplitN(s, "\x00", 3)
 	return projections.Key{Kind: parts[0], Namespace: parts[1], Name: parts[2]}
 }
+
+// Partitions lists the partitions this instance runs now.
+func (r *Runtime) Partitions() []int { return r.parts.held() }

@@ -53,6 +53,9 @@ func start(t *testing.T, qcfg queue.Config, recs ...reconcilers.Reconciler) *env
 	go func() { defer wg.Done(); _ = rt.Start(ctx) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	eventually(t, "the projection to catch up", p.Ready)
+	if len(recs) > 0 {
+		eventually(t, "the runtime to hold every partition", func() bool { return len(rt.Partitions()) == l.Partitions() })
+	}
 	return &env{log: l, store: st, gate: g}
 }
 

@@ -25,13 +25,16 @@ const (
 )
 
 // IsReady reports whether obj's Ready condition is True.
-func IsReady(obj *schemas.Object) bool {
-	for _, c := range obj.GetStatus().GetConditions() {
+func IsReady(obj *schemas.Object) bool { return readyStatus(obj.GetStatus()) == "True" }
+
+// readyStatus is the status of st's Ready condition ("" if it has none).
+func readyStatus(st *schemas.Status) string {
+	for _, c := range st.GetConditions() {
 		if c.GetType() == ConditionReady {
-			return c.GetStatus() == "True"
+			return c.GetStatus()
 		}
 	}
-	return false
+	return ""
 }
 
 // blockers returns why obj may not be reconciled yet: the dependencies that

@@ -1,0 +1,89 @@
+package events_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/internal/testenv"
+)
+
+func TestMembersAndClaims(t *testing.T) {
+	l := testenv.Log(t, events.Config{})
+	ctx := context.Background()
+	opts := events.MemberOptions{Heartbeat: 100 * time.Millisecond, Expiry: 500 * time.Millisecond}
+	a, err := l.Join(ctx, "a", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.Join(ctx, "b.with odd/chars", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Leave(ctx)
+	waitLive := func(m *events.Members, want ...string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			live, changed := m.Live()
+			if slices.Equal(live, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s sees %v live, want %v", m.Self(), live, want)
+			}
+			select {
+			case <-changed:
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	waitLive(a, "a", "b.with odd/chars")
+	waitLive(b, "a", "b.with odd/chars")
+
+	// A claim is exclusive while its holder lives.
+	if err := a.Claim(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err = b.Claim(short, 3)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("b claimed a partition a holds: %v", err)
+	}
+	// Released, it goes to the next claimant at once.
+	if err := a.Release(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Claim(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := a.Holder(ctx, 3); h != "b.with odd/chars" {
+		t.Fatalf("holder of 3 = %q", h)
+	}
+
+	// A holder that dies (no leave, no release) loses its claims once it
+	// expires.
+	if err := a.Claim(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	events.Halt(a)
+	start := time.Now()
+	if err := b.Claim(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < opts.Expiry/2 {
+		t.Fatalf("b took a live holder's claim after %s", took)
+	}
+	waitLive(b, "b.with odd/chars")
+	// A stale release by the old holder does not undo the new claim.
+	if err := a.Release(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := b.Holder(ctx, 5); h != "b.with odd/chars" {
+		t.Fatalf("holder of 5 after a stale release = %q", h)
+	}
+}

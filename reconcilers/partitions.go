@@ -1,0 +1,291 @@
+package reconcilers
+
+import (
+	"context"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/projections"
+)
+
+// priorityGroup is the pinned group every partition consumer has.
+const priorityGroup = "jp"
+
+// partitions tracks which partitions of the key space this instance runs.
+// A partition is active from the moment its claim is taken (and its keys
+// enqueued) until it is given up; only keys of active partitions run, and
+// giving a partition up waits for its runs in flight before the claim is
+// released, so two instances run a partition's keys at the same time only
+// when one was wrongly counted gone (see events.MemberOptions.Expiry).
+type partitions struct {
+	rt *Runtime
+	n  int
+
+	mu      sync.Mutex
+	on      map[int]bool
+	running map[int]int
+	idle    *sync.Cond // signalled when a partition's running count drops
+
+	resync chan struct{}
+}
+
+func newPartitions(rt *Runtime, n int) *partitions {
+	if n < 1 {
+		n = 1
+	}
+	ps := &partitions{rt: rt, n: n, on: map[int]bool{}, running: map[int]int{}, resync: make(chan struct{}, 1)}
+	ps.idle = sync.NewCond(&ps.mu)
+	return ps
+}
+
+// of is k's partition.
+func (ps *partitions) of(k projections.Key) int { return events.Partition(k.Proto(), ps.n) }
+
+func (ps *partitions) active(p int) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.on[p]
+}
+
+// begin starts a run in partition p, if p is active here.
+func (ps *partitions) begin(p int) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if !ps.on[p] {
+		return false
+	}
+	ps.running[p]++
+	return true
+}
+
+func (ps *partitions) end(p int) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.running[p]--
+	ps.idle.Broadcast()
+}
+
+// resyncAll asks for every key of every active partition to be enqueued
+// again (the projection folded changes it did not report one by one). It
+// does not block.
+func (ps *partitions) resyncAll() {
+	select {
+	case ps.resync <- struct{}{}:
+	default:
+	}
+}
+
+// Assign gives each of n partitions to one of the live instances: every
+// instance computing it from the same set gets the same answer. Each
+// partition goes to the instance ranking it highest (rendezvous hashing,
+// so a join or a leave moves few partitions), except that shares stay even:
+// each instance gets n/len(live) partitions, and n%len(live) of them one
+// more.
+func Assign(n int, live []string) map[int]string {
+	out := make(map[int]string, n)
+	if len(live) == 0 {
+		return out
+	}
+	share, extra := n/len(live), n%len(live)
+	load := map[string]int{}
+	ranked := slices.Clone(live)
+	for p := range n {
+		slices.SortFunc(ranked, func(a, b string) int {
+			ha, hb := rank(p, a), rank(p, b)
+			switch {
+			case ha > hb:
+				return -1
+			case ha < hb:
+				return 1
+			}
+			return 0
+		})
+		for _, inst := range ranked {
+			if load[inst] < share || (load[inst] == share && extra > 0) {
+				if load[inst] == share {
+					extra--
+				}
+				out[p] = inst
+				load[inst]++
+				break
+			}
+		}
+	}
+	return out
+}
+
+func rank(p int, instance string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(instance))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(strconv.Itoa(p)))
+	// fnv's last bytes mix poorly into the high bits; finish with a
+	// multiply-xorshift so that ranks spread evenly.
+	x := h.Sum64()
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	return x
+}
+
+// holding is one partition this instance holds, or is claiming or giving
+// up.
+type holding struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// balance keeps this instance holding the partitions Assign gives it, as
+// instances come and go, until ctx ends; then it gives every partition up.
+func (ps *partitions) balance(ctx context.Context, members *events.Members) {
+	held := map[int]*holding{}
+	finished := make(chan int, ps.n)
+	defer func() {
+		for _, h := range held {
+			h.cancel()
+		}
+		for _, h := range held {
+			<-h.done
+		}
+	}()
+	for {
+		live, changed := members.Live()
+		assigned := Assign(ps.n, live)
+		for p, h := range held {
+			if assigned[p] != members.Self() {
+				h.cancel()
+			}
+		}
+		for p := range ps.n {
+			if assigned[p] == members.Self() && held[p] == nil {
+				hctx, cancel := context.WithCancel(ctx)
+				h := &holding{cancel: cancel, done: make(chan struct{})}
+				held[p] = h
+				go func() {
+					defer close(h.done)
+					defer func() { finished <- p }()
+					ps.hold(hctx, p, members)
+				}()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case p := <-finished:
+			// Given up (or failed): forget it, and take it again if it is
+			// still assigned here.
+			if h := held[p]; h != nil {
+				<-h.done
+				delete(held, p)
+			}
+		case <-ps.resync:
+			ps.enqueueActive()
+		}
+	}
+}
+
+// hold claims partition p, runs it until ctx ends, then gives it up.
+func (ps *partitions) hold(ctx context.Context, p int, members *events.Members) {
+	rt := ps.rt
+	log := rt.cfg.Logger.With("partition", p)
+	asked := time.Now()
+	if err := members.Claim(ctx, p); err != nil {
+		return // ctx ended first: the partition went elsewhere
+	}
+	ps.mu.Lock()
+	ps.on[p] = true
+	ps.mu.Unlock()
+	keys := ps.enqueue(p)
+	log.Info("partition taken", "keys", keys, "waited", time.Since(asked).Round(time.Millisecond))
+	consumer := rt.cfg.Consumer + "-" + strconv.Itoa(p)
+	for ctx.Err() == nil {
+		err := rt.cfg.Log.Consume(ctx, events.ConsumerOptions{
+			Name: consumer, Filter: events.PartitionFilter(p),
+			PriorityGroup: priorityGroup, PinnedTTL: rt.cfg.PinnedTTL,
+		}, rt.trigger)
+		if ctx.Err() == nil {
+			log.Warn("partition consumer stopped; reading it again", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	ps.giveUp(p, consumer, members, log)
+}
+
+// giveUp stops runs of p from starting, waits for those in flight, then
+// lets the next holder in: it unpins p's consumer and releases the claim.
+// Deliveries of p not yet covered by a run are acknowledged: the next
+// holder runs every key of p anyway.
+func (ps *partitions) giveUp(p int, consumer string, members *events.Members, log interface {
+	Info(string, ...any)
+	Warn(string, ...any)
+}) {
+	rt := ps.rt
+	started := time.Now()
+	ps.mu.Lock()
+	ps.on[p] = false
+	for ps.running[p] > 0 {
+		// Runs end within the grace period: they are cancelled after it.
+		ps.idle.Wait()
+	}
+	ps.mu.Unlock()
+	for _, c := range rt.byKind {
+		c.dropPartition(p)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := rt.cfg.Log.Unpin(ctx, consumer, priorityGroup); err != nil {
+		log.Warn("unpinning the partition consumer failed; it unpins itself after its TTL", "err", err)
+	}
+	if err := members.Release(ctx, p); err != nil {
+		log.Warn("releasing the partition failed; it moves when this instance expires", "err", err)
+	}
+	log.Info("partition released", "waited for runs", time.Since(started).Round(time.Millisecond))
+}
+
+// enqueue queues every key of partition p of every handled kind, and
+// reports how many.
+func (ps *partitions) enqueue(p int) int {
+	n := 0
+	for kind, c := range ps.rt.byKind {
+		keys, seq := ps.rt.cfg.State.Keys(projections.Query{Kind: kind})
+		var mine []projections.Key
+		for _, k := range keys {
+			// A bare kind lists every group's; keep this kind's own.
+			if k.Kind == kind && ps.of(k) == p {
+				mine = append(mine, k)
+			}
+		}
+		c.addAll(mine, seq)
+		n += len(mine)
+	}
+	return n
+}
+
+// enqueueActive queues every key of every active partition.
+func (ps *partitions) enqueueActive() {
+	for _, p := range ps.held() {
+		ps.enqueue(p)
+	}
+}
+
+// held lists the partitions active here.
+func (ps *partitions) held() []int {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	var on []int
+	for p, ok := range ps.on {
+		if ok {
+			on = append(on, p)
+		}
+	}
+	slices.Sort(on)
+	return on
+}
