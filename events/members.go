@@ -20,22 +20,30 @@ const MembersBucket = "JP_MEMBERS"
 
 // MemberOptions tune membership.
 type MemberOptions struct {
-	// Heartbeat is how often an instance says it is alive (default 1 s).
+	// Heartbeat is how often an instance says it is alive (default
+	// 500 ms).
 	Heartbeat time.Duration
 	// Expiry is how long an instance may stay silent before the others
-	// count it gone and take its partitions (default 4 s). It bounds how
-	// long a dead instance's partitions stay idle, and is the overlap
-	// window when a live instance is wrongly counted gone (a pause longer
-	// than Expiry).
+	// count it gone and take its partitions (default 3 s). It bounds how
+	// long a dead instance's partitions stay idle.
+	//
+	// Nobody is counted gone while the bucket itself stalls (a leader
+	// election after a node died): an instance expires only once this
+	// instance's own heartbeats have been coming back through the bucket
+	// for three heartbeats in a row, long enough for every live instance's
+	// next heartbeat to arrive. A live instance is wrongly counted gone
+	// only when its heartbeats stall for Expiry while others' go through (a
+	// process paused that long); that is the window in which two instances
+	// may run the same partition.
 	Expiry time.Duration
 }
 
 func (o MemberOptions) withDefaults() MemberOptions {
 	if o.Heartbeat <= 0 {
-		o.Heartbeat = time.Second
+		o.Heartbeat = 500 * time.Millisecond
 	}
 	if o.Expiry <= 0 {
-		o.Expiry = 4 * time.Second
+		o.Expiry = 3 * time.Second
 	}
 	return o
 }
@@ -52,9 +60,15 @@ type Members struct {
 
 	mu      sync.Mutex
 	seen    map[string]time.Time // instance → when last heard from
+	echoed  time.Time            // when our own heartbeat last came back
+	flowing time.Time            // since when our heartbeats come back without a gap
 	live    []string
 	changed chan struct{} // closed and replaced when live changes
 	claims  map[int]uint64
+	// uncertain are partitions whose claim write may have landed after
+	// its caller gave up: a claim nobody holds would stall the partition,
+	// so the loop removes it.
+	uncertain map[int]bool
 
 	stop func()
 	done chan struct{}
@@ -86,58 +100,121 @@ func (l *Log) Join(ctx context.Context, instance string, opts MemberOptions) (*M
 		return nil, fmt.Errorf("members: open bucket %s: %w", MembersBucket, err)
 	}
 	m := &Members{kv: kv, self: instance, opts: opts, seen: map[string]time.Time{},
-		changed: make(chan struct{}), claims: map[int]uint64{}, done: make(chan struct{})}
+		changed: make(chan struct{}), claims: map[int]uint64{}, uncertain: map[int]bool{}, done: make(chan struct{})}
 	if err := m.beat(ctx); err != nil {
 		return nil, err
 	}
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	w, err := kv.Watch(wctx, "member.*")
+	updates, err := l.watchMembers(wctx, opts)
 	if err != nil {
 		stop()
-		return nil, fmt.Errorf("members: watch: %w", err)
+		return nil, err
 	}
 	// Take in the instances announced before us first: claiming with a
 	// view that lacks them would take their partitions.
 	for initial := true; initial; {
 		select {
-		case e := <-w.Updates():
-			if e == nil {
-				initial = false
-				continue
-			}
-			m.note(wctx, e, true)
+		case u := <-updates:
+			m.note(wctx, u, true)
+			initial = u.pending > 0
 		case <-ctx.Done():
 			stop()
-			_ = w.Stop()
 			return nil, fmt.Errorf("members: watch: %w", ctx.Err())
 		}
 	}
 	m.refresh(time.Now())
 	m.stop = stop
-	go m.loop(wctx, w)
+	go m.loop(wctx, updates)
 	return m, nil
+}
+
+// memberUpdate is one change of an instance's announcement.
+type memberUpdate struct {
+	key      string
+	deleted  bool
+	created  time.Time
+	revision uint64
+	pending  uint64 // updates still to come of those stored before
+}
+
+// watchMembers follows the announcements, newest per instance first. It
+// reads with an ordered consumer whose heartbeats are a fraction of the
+// member heartbeat, so that after a stall (a leader election) it is
+// re-created within about a second, not after the default ten.
+func (l *Log) watchMembers(ctx context.Context, opts MemberOptions) (<-chan memberUpdate, error) {
+	cons, err := l.js.OrderedConsumer(ctx, "KV_"+MembersBucket, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{"$KV." + MembersBucket + ".member.>"},
+		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("members: watch: %w", err)
+	}
+	expiry := max(2*time.Second, 4*opts.Heartbeat)
+	it, err := cons.Messages(jetstream.PullExpiry(expiry), jetstream.PullHeartbeat(expiry/4))
+	if err != nil {
+		return nil, fmt.Errorf("members: watch: %w", err)
+	}
+	out := make(chan memberUpdate, 64)
+	context.AfterFunc(ctx, it.Stop)
+	go func() {
+		for {
+			msg, err := it.Next()
+			if err != nil {
+				if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+					return
+				}
+				continue // the ordered consumer re-creates itself
+			}
+			meta, err := msg.Metadata()
+			if err != nil {
+				continue
+			}
+			op := msg.Headers().Get("KV-Operation")
+			u := memberUpdate{
+				key:      strings.TrimPrefix(msg.Subject(), "$KV."+MembersBucket+"."),
+				deleted:  op == "DEL" || op == "PURGE",
+				created:  meta.Timestamp,
+				revision: meta.Sequence.Stream,
+				pending:  meta.NumPending,
+			}
+			select {
+			case out <- u:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
 }
 
 // note records what an update of the bucket says about an instance.
 // Updates of the initial view are judged by when they were written, so that
 // a dead instance is not counted live for a whole expiry after we start.
-func (m *Members) note(ctx context.Context, e jetstream.KeyValueEntry, initial bool) {
-	name, ok := memberName(e.Key())
+func (m *Members) note(ctx context.Context, e memberUpdate, initial bool) {
+	name, ok := memberName(e.key)
 	if !ok {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch {
-	case e.Operation() != jetstream.KeyValuePut:
+	case e.deleted:
 		delete(m.seen, name)
-	case initial:
-		m.seen[name] = e.Created()
-		if time.Since(e.Created()) > staleMember {
+	case name == m.self:
+		now := time.Now()
+		if now.Sub(m.echoed) > 2*m.opts.Heartbeat {
+			m.flowing = now
+		}
+		m.echoed = now
+	case initial && time.Since(e.created) >= m.opts.Expiry:
+		// Silent since before we started: gone.
+		if time.Since(e.created) > staleMember {
 			// Gone long ago (instance names change with every process
 			// by default): tidy the bucket.
-			_ = m.kv.Delete(ctx, e.Key(), jetstream.LastRevision(e.Revision()))
+			_ = m.kv.Delete(ctx, e.key, jetstream.LastRevision(e.revision))
 		}
+	case initial:
+		m.seen[name] = e.created
 	default:
 		m.seen[name] = time.Now()
 	}
@@ -166,43 +243,57 @@ func (m *Members) beat(ctx context.Context) error {
 	return nil
 }
 
-func (m *Members) loop(ctx context.Context, w jetstream.KeyWatcher) {
+func (m *Members) loop(ctx context.Context, updates <-chan memberUpdate) {
 	defer close(m.done)
-	defer func() { _ = w.Stop() }()
-	beat := time.NewTicker(m.opts.Heartbeat)
-	defer beat.Stop()
+	beats := make(chan struct{})
+	go func() {
+		defer close(beats)
+		t := time.NewTicker(m.opts.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				// A beat lost in a stall is replaced by the next one,
+				// not waited for.
+				bctx, cancel := context.WithTimeout(ctx, m.opts.Heartbeat)
+				_ = m.beat(bctx)
+				cancel()
+			}
+		}
+	}()
+	defer func() { <-beats }()
 	check := time.NewTicker(m.opts.Heartbeat / 2)
 	defer check.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			if e != nil {
-				m.note(ctx, e, false)
-				m.refresh(time.Now())
-			}
-		case <-beat.C:
-			bctx, cancel := context.WithTimeout(ctx, m.opts.Expiry)
-			_ = m.beat(bctx) // a missed beat is retried at the next tick
-			cancel()
+		case u := <-updates:
+			m.note(ctx, u, false)
+			m.refresh(time.Now())
 		case <-check.C:
 			m.refresh(time.Now())
+			sctx, cancel := context.WithTimeout(ctx, m.opts.Heartbeat)
+			m.sweep(sctx)
+			cancel()
 		}
 	}
 }
 
-// refresh recomputes the live set and signals a change.
+// refresh recomputes the live set and signals a change. An instance is
+// gone when silent for Expiry, but only judged so while the bucket flows.
 func (m *Members) refresh(now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.seen[m.self] = now // this instance is live as long as it runs
-	var live []string
+	judge := now.Sub(m.echoed) <= 2*m.opts.Heartbeat && now.Sub(m.flowing) >= 3*m.opts.Heartbeat
+	live := []string{m.self} // live as long as it runs
 	for name, at := range m.seen {
-		if now.Sub(at) < m.opts.Expiry {
+		if name == m.self {
+			continue
+		}
+		if now.Sub(at) < m.opts.Expiry || (!judge && slices.Contains(m.live, name)) {
 			live = append(live, name)
 		}
 	}
@@ -258,14 +349,50 @@ func (m *Members) Claim(ctx context.Context, p int) error {
 			err = uerr
 		}
 		if ctx.Err() != nil {
+			m.abandon(p)
 			return ctx.Err()
 		}
 		// Held by a live instance, or lost a race: look again soon.
 		select {
 		case <-ctx.Done():
+			m.abandon(p)
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+func (m *Members) abandon(p int) {
+	m.mu.Lock()
+	m.uncertain[p] = true
+	m.mu.Unlock()
+}
+
+// sweep removes claims of this instance that it does not hold.
+func (m *Members) sweep(ctx context.Context) {
+	m.mu.Lock()
+	var ps []int
+	for p := range m.uncertain {
+		ps = append(ps, p)
+	}
+	m.mu.Unlock()
+	for _, p := range ps {
+		e, err := m.kv.Get(ctx, claimKey(p))
+		m.mu.Lock()
+		_, held := m.claims[p]
+		m.mu.Unlock()
+		switch {
+		case held || errors.Is(err, jetstream.ErrKeyNotFound) || (err == nil && string(e.Value()) != m.self):
+		case err != nil:
+			continue
+		default:
+			if err := m.kv.Delete(ctx, claimKey(p), jetstream.LastRevision(e.Revision())); err != nil && !isWrongRevision(err) {
+				continue
+			}
+		}
+		m.mu.Lock()
+		delete(m.uncertain, p)
+		m.mu.Unlock()
 	}
 }
 

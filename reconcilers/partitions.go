@@ -152,8 +152,13 @@ func (ps *partitions) balance(ctx context.Context, members *events.Members) {
 			<-h.done
 		}
 	}()
+	var last []string
 	for {
 		live, changed := members.Live()
+		if !slices.Equal(live, last) {
+			ps.rt.cfg.Logger.Info("instances changed", "live", live)
+			last = live
+		}
 		assigned := Assign(ps.n, live)
 		for p, h := range held {
 			if assigned[p] != members.Self() {
@@ -168,7 +173,7 @@ func (ps *partitions) balance(ctx context.Context, members *events.Members) {
 				go func() {
 					defer close(h.done)
 					defer func() { finished <- p }()
-					ps.hold(hctx, p, members)
+					ps.hold(ctx, hctx, p, members)
 				}()
 			}
 		}
@@ -190,7 +195,8 @@ func (ps *partitions) balance(ctx context.Context, members *events.Members) {
 }
 
 // hold claims partition p, runs it until ctx ends, then gives it up.
-func (ps *partitions) hold(ctx context.Context, p int, members *events.Members) {
+// stopping ends when the whole runtime stops.
+func (ps *partitions) hold(stopping, ctx context.Context, p int, members *events.Members) {
 	rt := ps.rt
 	log := rt.cfg.Logger.With("partition", p)
 	asked := time.Now()
@@ -216,14 +222,14 @@ func (ps *partitions) hold(ctx context.Context, p int, members *events.Members) 
 			}
 		}
 	}
-	ps.giveUp(p, consumer, members, log)
+	ps.giveUp(stopping, p, consumer, members, log)
 }
 
 // giveUp stops runs of p from starting, waits for those in flight, then
 // lets the next holder in: it unpins p's consumer and releases the claim.
 // Deliveries of p not yet covered by a run are acknowledged: the next
 // holder runs every key of p anyway.
-func (ps *partitions) giveUp(p int, consumer string, members *events.Members, log interface {
+func (ps *partitions) giveUp(stopping context.Context, p int, consumer string, members *events.Members, log interface {
 	Info(string, ...any)
 	Warn(string, ...any)
 }) {
@@ -240,14 +246,30 @@ func (ps *partitions) giveUp(p int, consumer string, members *events.Members, lo
 		c.dropPartition(p)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	if err := rt.cfg.Log.Unpin(ctx, consumer, priorityGroup); err != nil {
 		log.Warn("unpinning the partition consumer failed; it unpins itself after its TTL", "err", err)
 	}
-	if err := members.Release(ctx, p); err != nil {
-		log.Warn("releasing the partition failed; it moves when this instance expires", "err", err)
+	cancel()
+	// The next holder waits for the release as long as this instance
+	// lives: keep trying (the cluster may be electing a leader), except
+	// when stopping, where leaving the members bucket frees the claim too.
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := members.Release(ctx, p)
+		cancel()
+		if err == nil {
+			break
+		}
+		if stopping.Err() != nil && time.Since(started) > rt.cfg.Grace/2 {
+			log.Warn("releasing the partition failed; it moves when this instance leaves or expires", "err", err)
+			return
+		}
+		if attempt == 1 || attempt%10 == 0 {
+			log.Warn("releasing the partition failed; retrying", "err", err)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
-	log.Info("partition released", "waited for runs", time.Since(started).Round(time.Millisecond))
+	log.Info("partition released", "waited", time.Since(started).Round(time.Millisecond))
 }
 
 // enqueue queues every key of partition p of every handled kind, and

@@ -140,6 +140,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		Name: "jetplane_projection_sequence", Help: "Log sequence the projection has folded.",
 	}, func() float64 { return float64(a.store.Seq()) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "jetplane_reconcile_partitions_held", Help: "Partitions of the key space this instance runs reconcilers for.",
+	}, func() float64 { return float64(len(a.runtime.Partitions())) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "jetplane_projection_objects", Help: "Objects in current state.",
 	}, func() float64 { return float64(a.store.Len()) }))
 	if a.api, err = api.New(api.Config{

@@ -13,8 +13,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -34,7 +37,25 @@ func main() {
 	flag.StringVar(&cfg.Instance, "instance", "probe", "instance name")
 	flag.StringVar(&runs, "runs", "", "file to record runs in (required)")
 	flag.DurationVar(&sleep, "sleep", 0, "how long each run takes")
+	var clusterAt, routes string
+	flag.StringVar(&cfg.NATSName, "nats-name", "", "embedded NATS server name (unique in a cluster)")
+	flag.StringVar(&cfg.NATSCluster.Name, "nats-cluster", "", "cluster to join")
+	flag.StringVar(&clusterAt, "nats-cluster-listen", "", "host:port for routes")
+	flag.StringVar(&routes, "nats-routes", "", "route URLs, comma-separated")
+	flag.IntVar(&cfg.Log.Replicas, "replicas", 1, "log replicas")
 	flag.Parse()
+	if clusterAt != "" {
+		host, port, err := net.SplitHostPort(clusterAt)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "probe: --nats-cluster-listen:", err)
+			os.Exit(2)
+		}
+		cfg.NATSCluster.Host = host
+		cfg.NATSCluster.Port, _ = strconv.Atoi(port)
+	}
+	if routes != "" {
+		cfg.NATSCluster.Routes = strings.Split(routes, ",")
+	}
 	if runs == "" || cfg.DataDir == "" {
 		fmt.Fprintln(os.Stderr, "probe: --data and --runs are required")
 		os.Exit(2)

@@ -1,0 +1,374 @@
+package app_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/reconcilers"
+)
+
+// node is one probe process of a three-process cluster.
+type node struct {
+	name string
+	args []string
+	cmd  *exec.Cmd
+	c    *api.Client
+	log  *os.File
+}
+
+func freeLoopbackPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// start starts n's process; its URL is read by n.connect.
+func (n *node) start(t *testing.T, bin string) <-chan string {
+	t.Helper()
+	n.cmd = exec.Command(bin, n.args...)
+	stdout, err := n.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.cmd.Stderr = n.log
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cmd := n.cmd
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	url := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		url <- strings.TrimSpace(line)
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	return url
+}
+
+func (n *node) connect(t *testing.T, url <-chan string) {
+	t.Helper()
+	select {
+	case u := <-url:
+		if u == "" {
+			t.Fatalf("%s exited before serving; its log is %s", n.name, n.log.Name())
+		}
+		n.c = &api.Client{BaseURL: u}
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("%s did not start; its log is %s", n.name, n.log.Name())
+	}
+	eventuallyWithin(t, 3*time.Minute, n.name+" ready", func() bool {
+		_, err := n.c.List(context.Background(), api.Query{Kind: "Probe"})
+		return err == nil
+	})
+}
+
+// held reads how many partitions n runs from its metrics (-1 if it does
+// not answer).
+func (n *node) held() int {
+	resp, err := http.Get(n.c.BaseURL + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "jetplane_reconcile_partitions_held "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return int(f)
+		}
+	}
+	return -1
+}
+
+func eventuallyWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// probeDocs are n Probe manifests at spec value gen, as JSON documents.
+func probeDocs(from, to, gen int) []byte {
+	var sb strings.Builder
+	for i := from; i < to; i++ {
+		fmt.Fprintf(&sb, `{"apiVersion":"v1","kind":"Probe","metadata":{"name":"o-%d","namespace":"scale"},"spec":{"gen":%d}}`+"\n---\n", i, gen)
+	}
+	return []byte(sb.String())
+}
+
+// applyAll applies n objects in requests of 500, spread over clients.
+func applyAll(t *testing.T, clients []*api.Client, n, gen int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n/500+1)
+	sem := make(chan struct{}, len(clients))
+	for i, from := 0, 0; from < n; i, from = i+1, from+500 {
+		c := clients[i%len(clients)]
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			// A request can land while the cluster elects a leader; the
+			// apply is idempotent, so retry it.
+			var err error
+			for range 20 {
+				if _, err = c.Apply(context.Background(), "scale", probeDocs(from, min(from+500, n), gen), ""); err == nil {
+					return
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// run is one recorded run of a key.
+type run struct {
+	instance   string
+	start, end int64 // unix nanos; end is the kill time for a killed run
+	gen        string
+}
+
+// readRuns parses a probe's run file; a run left open ends at cutoff.
+func readRuns(t *testing.T, path string, cutoff int64, into map[string][]run) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := map[string]run{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 5 {
+			continue
+		}
+		at, _ := strconv.ParseInt(f[4], 10, 64)
+		switch f[0] {
+		case "start":
+			open[f[2]] = run{instance: f[1], start: at, gen: f[3]}
+		case "end":
+			r := open[f[2]]
+			delete(open, f[2])
+			r.end = at
+			into[f[2]] = append(into[f[2]], r)
+		}
+	}
+	for key, r := range open {
+		r.end = cutoff
+		into[key] = append(into[key], r)
+	}
+}
+
+// TestScaleOut runs three real jetplane processes (the probe: jetplane with
+// a reconciler recording every run in files outside jetplane) on a
+// three-node NATS cluster they form themselves. 10,000 objects are applied
+// and then updated; one process is killed with SIGKILL midway and later
+// restarted. Every object must end Ready at its latest generation, no key
+// may run on two instances at overlapping times, the dead instance's
+// partitions must move to the survivors within 10 s, and after the restart
+// the partitions must spread over all three again.
+func TestScaleOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-process cluster and reconciles 20,000 changes")
+	}
+	const objects = 10_000
+	bin := buildProbe(t)
+	// Kept when the test fails: the logs and run files explain it.
+	dir, err := os.MkdirTemp("", "jetplane-scaleout-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	routePorts := []int{freeLoopbackPort(t), freeLoopbackPort(t), freeLoopbackPort(t)}
+	var routes []string
+	for _, p := range routePorts {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	nodes := make([]*node, 3)
+	for i := range nodes {
+		name := fmt.Sprintf("i%d", i+1)
+		logf, err := os.Create(filepath.Join(dir, name+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer logf.Close()
+		nodes[i] = &node{name: name, log: logf, args: []string{
+			"--data", filepath.Join(dir, name), "--runs", filepath.Join(dir, name+".runs"), "--instance", name,
+			"--listen", fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t)),
+			"--nats-name", name, "--nats-cluster", "jp", "--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]),
+			"--nats-routes", strings.Join(routes, ","), "--replicas", "3",
+		}}
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("logs and run files are in %s", dir)
+			return
+		}
+		for _, n := range nodes {
+			if n.cmd.ProcessState == nil {
+				_ = n.cmd.Process.Kill()
+				_ = n.cmd.Wait()
+			}
+		}
+		_ = os.RemoveAll(dir)
+	}()
+	began := time.Now()
+	urls := make([]<-chan string, 3)
+	for i, n := range nodes {
+		urls[i] = n.start(t, bin)
+	}
+	for i, n := range nodes {
+		n.connect(t, urls[i])
+	}
+	spread := func(ns []*node) func() bool {
+		return func() bool {
+			sum := 0
+			for _, n := range ns {
+				h := n.held()
+				if h < 1 {
+					return false
+				}
+				sum += h
+			}
+			return sum == 16
+		}
+	}
+	eventuallyWithin(t, time.Minute, "partitions spread over three instances", spread(nodes))
+	t.Logf("cluster up, partitions spread, in %s", time.Since(began).Round(time.Millisecond))
+
+	clients := []*api.Client{nodes[0].c, nodes[1].c, nodes[2].c}
+	applyAll(t, clients, objects, 1)
+	// Kill i1 while runs are in flight.
+	eventuallyWithin(t, 2*time.Minute, "runs under way", func() bool {
+		data, _ := os.ReadFile(filepath.Join(dir, "i2.runs"))
+		return strings.Count(string(data), "\nend ") > 500
+	})
+	victim := nodes[0]
+	if err := victim.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = victim.cmd.Wait()
+	killed := time.Now()
+	t.Logf("killed i1 at %s", killed.UTC().Format("15:04:05.000"))
+	eventuallyWithin(t, 30*time.Second, "the survivors to take every partition", spread(nodes[1:]))
+	takeover := time.Since(killed)
+	t.Logf("survivors hold every partition %s after the kill", takeover.Round(time.Millisecond))
+	if takeover > 10*time.Second {
+		t.Errorf("partitions moved to the survivors %s after the kill; want within 10s", takeover)
+	}
+
+	applyAll(t, clients[1:], objects, 2)
+	// Restart i1 on the same data, recording into a new file.
+	victim.args[3] = filepath.Join(dir, "i1-restarted.runs")
+	url := victim.start(t, bin)
+	victim.connect(t, url)
+	restarted := time.Now()
+	eventuallyWithin(t, time.Minute, "partitions spread over all three after the restart", spread(nodes))
+	t.Logf("partitions spread over three again %s after the restart", time.Since(restarted).Round(time.Millisecond))
+
+	// Every object reaches Ready at its latest generation.
+	var notReady int
+	eventuallyWithin(t, 5*time.Minute, "every object Ready at generation 2", func() bool {
+		list, err := nodes[1].c.List(context.Background(), api.Query{Kind: "Probe"})
+		if err != nil || len(list.Items) != objects {
+			return false
+		}
+		notReady = 0
+		for _, raw := range list.Items {
+			o, err := api.DecodeObject(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reconcilers.IsReady(o) || o.Metadata.Generation != 2 || o.Status.ObservedGeneration != 2 {
+				notReady++
+			}
+		}
+		return notReady == 0
+	})
+
+	// No key ran on two instances at overlapping times. A run the kill cut
+	// short counts as running until the kill.
+	runs := map[string][]run{}
+	readRuns(t, filepath.Join(dir, "i1.runs"), killed.UnixNano(), runs)
+	for _, name := range []string{"i2.runs", "i3.runs", "i1-restarted.runs"} {
+		readRuns(t, filepath.Join(dir, name), time.Now().UnixNano(), runs)
+	}
+	if len(runs) != objects {
+		t.Fatalf("%d keys ran, want %d", len(runs), objects)
+	}
+	total, moved := 0, 0
+	for key, rs := range runs {
+		total += len(rs)
+		slices.SortFunc(rs, func(a, b run) int { return int(a.start - b.start) })
+		for i := 1; i < len(rs); i++ {
+			if rs[i].instance != rs[i-1].instance {
+				moved++
+			}
+			for j := range i {
+				if rs[j].instance != rs[i].instance && rs[j].end > rs[i].start {
+					t.Errorf("%s ran on %s from %d to %d and on %s from %d", key, rs[j].instance, rs[j].start, rs[j].end, rs[i].instance, rs[i].start)
+				}
+			}
+		}
+		if last := rs[len(rs)-1]; last.gen != "2" {
+			t.Errorf("%s: last run at generation %s, want 2", key, last.gen)
+		}
+	}
+	t.Logf("%d runs of %d keys; %d times a key's next run was on another instance", total, objects, moved)
+
+	// Every status write was made by an instance that had run the key:
+	// sample the histories.
+	for i := 0; i < objects; i += 97 {
+		k := api.Key{Kind: "Probe", Namespace: "scale", Name: fmt.Sprint("o-", i)}
+		h, err := nodes[2].c.History(context.Background(), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, raw := range h.Events {
+			ev, err := api.DecodeEvent(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inst, ok := strings.CutPrefix(ev.Actor, "reconciler/Probe@")
+			if !ok {
+				continue
+			}
+			at := ev.Time.AsTime().UnixNano()
+			if !slices.ContainsFunc(runs["scale/"+k.Name], func(r run) bool { return r.instance == inst && r.start <= at }) {
+				t.Errorf("%s: status written by %s at %d without a run of it there", k.Name, inst, at)
+			}
+		}
+	}
+}
