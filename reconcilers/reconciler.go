@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
 )
 
@@ -18,6 +19,18 @@ type Reconciler interface {
 	// Finalize cleans up after obj once its goal is deleted. The object
 	// leaves current state when Finalize succeeds without RequeueAfter.
 	Finalize(ctx context.Context, obj *schemas.Object) (Result, error)
+}
+
+// Watcher is a Reconciler that also runs when other objects change: for
+// the Apply kind, a change of the Kubernetes object it owns (seen by the
+// bridge) runs the Apply again, to correct drift.
+type Watcher interface {
+	Reconciler
+	// Owners maps a changed object (as the projection keeps it) to the
+	// keys of this reconciler's kinds that must run because of it. It runs
+	// with the projection locked, for every change: it must be quick and
+	// must not call the projection.
+	Owners(rec *schemas.ObjectRecord) []projections.Key
 }
 
 // Result is what a run reports.

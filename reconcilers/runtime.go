@@ -74,9 +74,10 @@ type Config struct {
 // key on the latest projected state, records status, and acknowledges an
 // event only once the run that covers it has finished.
 type Runtime struct {
-	cfg    Config
-	byKind map[string]*controller
-	parts  *partitions
+	cfg      Config
+	byKind   map[string]*controller
+	parts    *partitions
+	watchers []Watcher
 }
 
 // New validates cfg and returns a runtime.
@@ -106,6 +107,9 @@ func New(cfg Config) (*Runtime, error) {
 	r := &Runtime{cfg: cfg, byKind: map[string]*controller{}}
 	r.parts = newPartitions(r, cfg.Log.Partitions())
 	for _, rec := range cfg.Reconcilers {
+		if w, ok := rec.(Watcher); ok {
+			r.watchers = append(r.watchers, w)
+		}
 		for _, kind := range rec.Kinds() {
 			if _, dup := r.byKind[kind]; dup {
 				return nil, fmt.Errorf("reconcilers: two reconcilers register kind %s", kind)
@@ -236,6 +240,15 @@ func (r *Runtime) changed(ch projections.Changed) {
 	if ch.Next == nil && ch.Prev != nil {
 		for _, d := range ch.Prev.GetMetadata().GetDependsOn() {
 			r.wake(projections.KeyOf(d), ch.Sequence)
+		}
+	}
+	for _, w := range r.watchers {
+		for _, rec := range []*schemas.ObjectRecord{ch.Prev, ch.Next} {
+			if rec != nil {
+				for _, k := range w.Owners(rec) {
+					r.wake(k, ch.Sequence)
+				}
+			}
 		}
 	}
 }

@@ -321,3 +321,32 @@ func TestDependencyOrder(t *testing.T) {
 		t.Fatalf("finalized %v, want reverse dependency order", fin)
 	}
 }
+
+// owning is a recorder that also owns Gadget objects labelled owner=<name>.
+type owning struct{ *recorder }
+
+func (o owning) Owners(rec *schemas.ObjectRecord) []projections.Key {
+	if rec.GetKind() != "Gadget" || rec.GetMetadata().GetLabels()["owner"] == "" {
+		return nil
+	}
+	return []projections.Key{key(rec.Metadata.Labels["owner"])}
+}
+
+// A change of an object a Watcher owns runs its owner again.
+func TestWatcherOwnedChangeRunsOwner(t *testing.T) {
+	rec := newRecorder()
+	e := start(t, queue.Config{}, owning{rec})
+	e.apply(t, widget("a", "s"))
+	eventually(t, "a Ready", func() bool { return ready(e.store, "a") })
+	runs, _, _ := rec.snapshot()
+	e.apply(t, "apiVersion: v1\nkind: Gadget\nmetadata: {name: g, namespace: ns, labels: {owner: a}}\nspec: {x: 1}\n")
+	eventually(t, "a run again", func() bool { r, _, _ := rec.snapshot(); return len(r) > len(runs) })
+	e.apply(t, "apiVersion: v1\nkind: Gadget\nmetadata: {name: h, namespace: ns}\nspec: {x: 1}\n")
+	time.Sleep(200 * time.Millisecond)
+	after, _, _ := rec.snapshot()
+	e.apply(t, "apiVersion: v1\nkind: Gadget\nmetadata: {name: h, namespace: ns}\nspec: {x: 2}\n")
+	time.Sleep(200 * time.Millisecond)
+	if r, _, _ := rec.snapshot(); len(r) != len(after) {
+		t.Fatalf("an unowned change ran the owner: %v", r)
+	}
+}
