@@ -206,6 +206,9 @@ func (a *App) Store() *projections.Store { return a.store }
 // Log is the event log.
 func (a *App) Log() *events.Log { return a.log }
 
+// Partitions lists the partitions this instance runs reconcilers for.
+func (a *App) Partitions() []int { return a.runtime.Partitions() }
+
 // Handler is the API's HTTP handler.
 func (a *App) Handler() http.Handler { return a.api }
 
