@@ -1,6 +1,8 @@
 package projections
 
 import (
+	"strconv"
+
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -11,6 +13,17 @@ import (
 const (
 	GoalExists  = "exists"
 	GoalDeleted = "deleted"
+)
+
+// Annotations bridge/kube sets on every object it observes in a Kubernetes
+// cluster (decision 0009). The fold compares them to drop stale
+// observations.
+const (
+	// AnnotationUID is the Kubernetes object's uid.
+	AnnotationUID = "jetplane.io/uid"
+	// AnnotationResourceVersion is the Kubernetes resourceVersion the
+	// observation was of: an etcd revision, a decimal number.
+	AnnotationResourceVersion = "jetplane.io/resource-version"
 )
 
 // Fold returns the state of one key after ev, given its state before (nil
@@ -26,12 +39,30 @@ const (
 // Events the fold cannot use (no object where one is needed, a status for an
 // absent key) leave the state unchanged, so a malformed event from an
 // outside publisher cannot corrupt it.
+//
+// Observations of Kubernetes objects (decision 0009) are ignored when
+// stale: an Observed event of the same uid as the current record whose
+// resourceVersion is not newer, and a Finalized event that names another
+// uid than the current record (the deletion of an object that has since been
+// recreated under the same name). A replay or a relist outside the log's
+// duplicate window, or a retried append that lands after a newer one, so
+// cannot move an object back.
 func Fold(cur *schemas.ObjectRecord, ev *schemas.EventRecord) *schemas.ObjectRecord {
 	switch ev.GetType() {
 	case schemas.EventType_EVENT_TYPE_APPLIED, schemas.EventType_EVENT_TYPE_OBSERVED:
 		next := ev.GetObject()
 		if next == nil {
 			return cur
+		}
+		if ev.GetType() == schemas.EventType_EVENT_TYPE_OBSERVED {
+			if staleObservation(cur, next) {
+				return cur
+			}
+			if otherUID(cur, next) {
+				// Another Kubernetes object under the same name: nothing
+				// of the old one carries over.
+				cur = nil
+			}
 		}
 		if next.Metadata == nil {
 			next.Metadata = &schemas.ObjectMeta{}
@@ -81,6 +112,9 @@ func Fold(cur *schemas.ObjectRecord, ev *schemas.EventRecord) *schemas.ObjectRec
 		next.Status = status
 		return next
 	case schemas.EventType_EVENT_TYPE_FINALIZED:
+		if otherUID(cur, ev.GetObject()) {
+			return cur
+		}
 		return nil
 	default:
 		if cur == nil {
@@ -88,6 +122,27 @@ func Fold(cur *schemas.ObjectRecord, ev *schemas.EventRecord) *schemas.ObjectRec
 		}
 		return revise(cur, ev.Sequence)
 	}
+}
+
+// staleObservation reports whether next observes the same Kubernetes object
+// as cur (same uid) at a resourceVersion that is not newer. Versions that do
+// not parse as numbers are never stale: only the check is lost.
+func staleObservation(cur, next *schemas.ObjectRecord) bool {
+	ca, na := cur.GetMetadata().GetAnnotations(), next.GetMetadata().GetAnnotations()
+	uid := na[AnnotationUID]
+	if uid == "" || ca[AnnotationUID] != uid {
+		return false
+	}
+	curRV, err1 := strconv.ParseUint(ca[AnnotationResourceVersion], 10, 64)
+	nextRV, err2 := strconv.ParseUint(na[AnnotationResourceVersion], 10, 64)
+	return err1 == nil && err2 == nil && nextRV <= curRV
+}
+
+// otherUID reports whether both records name a Kubernetes uid and the uids
+// differ.
+func otherUID(cur, next *schemas.ObjectRecord) bool {
+	a, b := cur.GetMetadata().GetAnnotations()[AnnotationUID], next.GetMetadata().GetAnnotations()[AnnotationUID]
+	return a != "" && b != "" && a != b
 }
 
 // revise returns a copy of cur at a new resourceVersion, sharing spec and

@@ -306,13 +306,17 @@ func (s *Store) GetRecord(k Key) *schemas.ObjectRecord {
 type Query struct {
 	Kind      string
 	Namespace string
-	Group     string
-	Labels    Selector
+	// NamespacePrefix matches namespaces that start with it, such as
+	// "prod/" for every object observed in cluster prod (decision 0009).
+	NamespacePrefix string
+	Group           string
+	Labels          Selector
 }
 
 func (q Query) matches(k Key, o *schemas.ObjectRecord) bool {
 	return kindMatches(q.Kind, k.Kind) &&
 		(q.Namespace == "" || k.Namespace == q.Namespace) &&
+		strings.HasPrefix(k.Namespace, q.NamespacePrefix) &&
 		(q.Group == "" || o.Metadata.GetGroup() == q.Group) &&
 		q.Labels.Matches(o.Metadata.GetLabels())
 }
