@@ -371,13 +371,22 @@ func (c *controller) dispatch(ctx, runCtx context.Context) {
 		wg.Wait()
 	}()
 	var timer *time.Timer
+	var counted time.Time
 	for {
 		c.mu.Lock()
-		key, ok := c.q.Next(c.rt.cfg.Now())
+		now := c.rt.cfg.Now()
+		key, ok := c.q.Next(now)
 		wake := c.q.NextWake()
-		depth := c.q.Stats()
+		// Counting the queue walks it: do it for the depth metric a few
+		// times a second, not for every key handed out.
+		depth := -1
+		if !ok || now.Sub(counted) > 100*time.Millisecond {
+			depth, counted = c.q.Stats().Ready, now
+		}
 		c.mu.Unlock()
-		c.rt.cfg.Metrics.depth.WithLabelValues(c.kind).Set(float64(depth.Ready))
+		if depth >= 0 {
+			c.rt.cfg.Metrics.depth.WithLabelValues(c.kind).Set(float64(depth))
+		}
 		if ok {
 			select {
 			case work <- key:
