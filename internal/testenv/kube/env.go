@@ -117,6 +117,13 @@ func (e *Env) RESTConfig() *rest.Config {
 // directory.
 func (e *Env) Kubeconfig() string { return e.kubeconfig }
 
+// EtcdURL is the client URL of the Env's etcd, which serves etcd's JSON
+// gateway (/v3/kv/...). Tests use it to change storage behind the
+// apiserver's back while it is stopped, such as deleting an object that no
+// watch then sees deleted. The apiserver keeps its objects under
+// /registry/<resource>/<namespace>/<name>.
+func (e *Env) EtcdURL() string { return e.etcdURL }
+
 // StopAPIServer stops kube-apiserver (SIGTERM, so it shuts down as in a
 // rolling restart) and leaves etcd running. Open watches end.
 func (e *Env) StopAPIServer(tb testing.TB) {
