@@ -153,6 +153,12 @@ func (c *Client) StateAt(ctx context.Context, at string, q Query) (*ListResponse
 	return &out, c.do(ctx, http.MethodGet, "/v1/state", v, nil, nil, &out)
 }
 
+// Clusters lists the Kubernetes clusters the server's bridge watches.
+func (c *Client) Clusters(ctx context.Context) (*ClustersResponse, error) {
+	var out ClustersResponse
+	return &out, c.do(ctx, http.MethodGet, "/v1/clusters", nil, nil, nil, &out)
+}
+
 // Watch streams changes matching q after resourceVersion from (0: the
 // current objects first) to fn until ctx ends or fn returns an error. When
 // the stream breaks it resumes from the last resourceVersion seen.

@@ -45,6 +45,9 @@ type Config struct {
 	// Ready returns nil when the server can answer (projection caught up,
 	// log reachable), else why not.
 	Ready func() error
+	// Clusters reports the Kubernetes clusters the bridge watches; nil
+	// when it watches none.
+	Clusters func() []Cluster
 	// Tokens maps bearer tokens to user names. Empty disables
 	// authentication: every request acts as "anonymous".
 	Tokens map[string]string
@@ -97,6 +100,7 @@ func New(cfg Config) (*Server, error) {
 	s.route("GET /v1/history", s.history)
 	s.route("GET /v1/state", s.state)
 	s.route("GET /v1/watch", s.watch)
+	s.route("GET /v1/clusters", s.clusters)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	if cfg.Gatherer != nil {
@@ -135,7 +139,7 @@ func (s *Server) route(pattern string, h handler) {
 		var err error
 		if !ok {
 			err = httpError(http.StatusUnauthorized, "missing or unknown bearer token; pass one with --token or JETPLANE_TOKEN")
-		} else if ready := s.cfg.Ready(); ready != nil && name != "/v1/history" {
+		} else if ready := s.cfg.Ready(); ready != nil && name != "/v1/history" && name != "/v1/clusters" {
 			err = httpError(http.StatusServiceUnavailable, "not ready: "+ready.Error())
 		} else {
 			err = h(sw, r, actor)
@@ -387,6 +391,16 @@ func (s *Server) state(w http.ResponseWriter, r *http.Request, _ string) error {
 	}
 	objs, _ := st.List(q)
 	return writeJSON(w, listResponse(objs, seq))
+}
+
+// clusters lists the watched Kubernetes clusters. It answers while the
+// server is not ready: it is how one finds out why.
+func (s *Server) clusters(w http.ResponseWriter, _ *http.Request, _ string) error {
+	resp := ClustersResponse{Clusters: []Cluster{}}
+	if s.cfg.Clusters != nil {
+		resp.Clusters = s.cfg.Clusters()
+	}
+	return writeJSON(w, resp)
 }
 
 // watch streams changes as server-sent events: "event: <TYPE>", "id: <seq>",

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -49,6 +50,48 @@ type WatchEvent struct {
 	ResourceVersion uint64          `json:"resourceVersion,string"`
 	Key             Key             `json:"key"`
 	Object          json.RawMessage `json:"object"`
+}
+
+// ClustersResponse answers GET /v1/clusters.
+type ClustersResponse struct {
+	Clusters []Cluster `json:"clusters"`
+}
+
+// Cluster is one Kubernetes cluster the bridge watches.
+type Cluster struct {
+	Name string `json:"name"`
+	// State is connecting, synced or error.
+	State string `json:"state"`
+	// Synced is whether the cluster synced since the process started; it
+	// stays true through later errors.
+	Synced    bool              `json:"synced"`
+	Resources []ClusterResource `json:"resources"`
+	// Objects is how many objects the bridge's caches hold.
+	Objects int `json:"objects"`
+	// LastEventTime is when an event of the cluster was last appended.
+	LastEventTime *time.Time `json:"lastEventTime,omitempty"`
+	// LastError is the latest failure, kept after recovery as a hint.
+	LastError     string     `json:"lastError,omitempty"`
+	LastErrorTime *time.Time `json:"lastErrorTime,omitempty"`
+	// Appended counts events stored, Duplicates events another bridge
+	// stored first, Dropped objects too large to record.
+	Appended   uint64 `json:"appended"`
+	Duplicates uint64 `json:"duplicates"`
+	Dropped    uint64 `json:"dropped"`
+	// Relists counts full lists after the first; Gone the 410 answers
+	// that caused some of them.
+	Relists uint64 `json:"relists"`
+	Gone    uint64 `json:"gone"`
+	// Queue is how many events wait to be appended.
+	Queue int `json:"queue"`
+}
+
+// ClusterResource is one watched resource of a cluster.
+type ClusterResource struct {
+	Resource string `json:"resource"`
+	Kind     string `json:"kind,omitempty"`
+	Synced   bool   `json:"synced"`
+	Objects  int    `json:"objects"`
 }
 
 // ErrorResponse is the body of every error.

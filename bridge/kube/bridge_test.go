@@ -24,6 +24,31 @@ func TestBridge(t *testing.T) {
 	t.Run("changes", func(t *testing.T) { testChanges(t, env, cs) })
 	t.Run("deleted while down", func(t *testing.T) { testDeletedWhileDown(t, env, cs) })
 	t.Run("two bridges", func(t *testing.T) { testTwoBridges(t, env, cs) })
+	t.Run("resources the cluster lacks", func(t *testing.T) { testUnknownResources(t, env) })
+}
+
+// testUnknownResources: a resource the cluster does not serve keeps the
+// cluster connecting, with an error that says what is wrong.
+func testUnknownResources(t *testing.T, env *kubeenv.Env) {
+	log, st := logAndState(t)
+	for _, tt := range []struct {
+		res  kube.Resource
+		want string
+	}{
+		{kube.Resource{Version: "v1", Resource: "configmapz"}, `API v1 has no resource "configmapz"`},
+		{kube.Resource{Group: "example.com", Version: "v1", Resource: "widgets"}, "the cluster does not serve API example.com/v1"},
+		{kube.Resource{Version: "v1", Resource: "namespaces", Namespace: "shop"}, "namespaces is cluster-scoped"},
+	} {
+		b := startBridge(t, log, st, kube.Cluster{Name: "c4", REST: env.RESTConfig(), Resources: []kube.Resource{tt.res}})
+		eventually(t, 20*time.Second, func() (bool, string) {
+			err := b.Ready()
+			return err != nil && strings.Contains(err.Error(), tt.want), fmt.Sprintf("Ready() = %v, want an error with %q", err, tt.want)
+		})
+		if s := b.Status()[0]; s.State != kube.StateConnecting {
+			t.Errorf("state %s, want connecting", s.State)
+		}
+		b.stop()
+	}
 }
 
 // testChanges: create, update and delete become Observed and Finalized
@@ -159,7 +184,9 @@ func testDeletedWhileDown(t *testing.T, env *kubeenv.Env, cs kubeClient) {
 		}
 		uids = append(uids, string(cm.UID))
 	}
-	key := func(name string) projections.Key { return projections.Key{Kind: "ConfigMap", Namespace: "c2/down", Name: name} }
+	key := func(name string) projections.Key {
+		return projections.Key{Kind: "ConfigMap", Namespace: "c2/down", Name: name}
+	}
 	eventually(t, 20*time.Second, func() (bool, string) {
 		n, _ := st.Keys(projections.Query{NamespacePrefix: "c2/"})
 		return len(n) == 3, fmt.Sprintf("%d keys held", len(n))

@@ -186,9 +186,7 @@ func (c *cluster) watch(ctx context.Context, informers *sync.WaitGroup) {
 // discover resolves each resource's kind and scope, retrying until the
 // cluster answers for all of them or ctx ends.
 func (c *cluster) discover(ctx context.Context, rc *rest.Config) ([]*resource, bool) {
-	drc := rest.CopyConfig(rc)
-	drc.Timeout = 30 * time.Second
-	disc, err := discovery.NewDiscoveryClientForConfig(drc)
+	disc, err := discovery.NewDiscoveryClientForConfig(rc)
 	if err != nil {
 		c.failed(fmt.Errorf("discovery client: %w", err), true)
 		<-ctx.Done()
@@ -196,10 +194,13 @@ func (c *cluster) discover(ctx context.Context, rc *rest.Config) ([]*resource, b
 	}
 	pause := time.Second
 	for {
-		out, err := c.resolve(disc)
+		out, err := c.resolve(ctx, disc.RESTClient())
 		if err == nil {
 			c.track.watchOK()
 			return out, true
+		}
+		if ctx.Err() != nil {
+			return nil, false
 		}
 		c.failed(err, true)
 		if !sleep(ctx, pause) {
@@ -209,11 +210,21 @@ func (c *cluster) discover(ctx context.Context, rc *rest.Config) ([]*resource, b
 	}
 }
 
-func (c *cluster) resolve(disc discovery.DiscoveryInterface) ([]*resource, error) {
+// resolve asks the cluster for each resource's kind and scope. It reads
+// the API resource lists itself, as the discovery client does, but with a
+// context, so that a stopping bridge does not wait on an unreachable host.
+func (c *cluster) resolve(ctx context.Context, client rest.Interface) ([]*resource, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	var out []*resource
 	for _, rc := range c.cfg.Resources {
-		gv := rc.GVR().GroupVersion().String()
-		list, err := disc.ServerResourcesForGroupVersion(gv)
+		gv := rc.GVR().GroupVersion()
+		path := "/apis/" + gv.String()
+		if gv.Group == "" {
+			path = "/api/" + gv.Version
+		}
+		var list metav1.APIResourceList
+		err := client.Get().AbsPath(path).Do(ctx).Into(&list)
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("%s: the cluster does not serve API %s", rc, gv)
 		}

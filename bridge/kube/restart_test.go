@@ -35,7 +35,9 @@ func TestBridgeSurvivesAPIServerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := func(name string) projections.Key { return projections.Key{Kind: "ConfigMap", Namespace: "c1/shop", Name: name} }
+	key := func(name string) projections.Key {
+		return projections.Key{Kind: "ConfigMap", Namespace: "c1/shop", Name: name}
+	}
 	eventually(t, 20*time.Second, func() (bool, string) { return st.GetRecord(key("before")) != nil, "before not held" })
 
 	env.StopAPIServer(t)

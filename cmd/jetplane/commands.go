@@ -1,18 +1,23 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/bridge/manifest"
+	"github.com/jetplane/jetplane/reconcilers/apply"
 	"github.com/jetplane/jetplane/schemas"
 )
 
@@ -93,16 +98,19 @@ func keyString(k api.Key) string {
 }
 
 // parseRef reads KIND/NAME or KIND/NAMESPACE/NAME; -n fills a missing
-// namespace.
+// namespace. The namespace of an object observed in a Kubernetes cluster
+// holds a slash (CLUSTER/NAMESPACE, CLUSTER/ when cluster-scoped), so
+// everything between the first and the last slash is the namespace.
 func parseRef(ref, namespace string) (api.Key, error) {
 	parts := strings.Split(ref, "/")
+	n := len(parts)
 	switch {
-	case len(parts) == 2 && parts[0] != "" && parts[1] != "":
+	case n == 2 && parts[0] != "" && parts[1] != "":
 		return api.Key{Kind: parts[0], Namespace: namespace, Name: parts[1]}, nil
-	case len(parts) == 3 && parts[0] != "" && parts[2] != "":
-		return api.Key{Kind: parts[0], Namespace: parts[1], Name: parts[2]}, nil
+	case n >= 3 && parts[0] != "" && parts[n-1] != "":
+		return api.Key{Kind: parts[0], Namespace: strings.Join(parts[1:n-1], "/"), Name: parts[n-1]}, nil
 	}
-	return api.Key{}, fmt.Errorf("%q: want KIND/NAMESPACE/NAME, or KIND/NAME for a cluster-scoped object", ref)
+	return api.Key{}, fmt.Errorf("%q: want KIND/NAMESPACE/NAME, or KIND/NAME for a cluster-scoped object (KIND/CLUSTER/NAMESPACE/NAME for one observed in a Kubernetes cluster)", ref)
 }
 
 func newGet(g *globals) *cobra.Command {
@@ -274,10 +282,16 @@ func newHistory(g *globals) *cobra.Command {
 		Use:   "history KIND/NAMESPACE/NAME",
 		Short: "Show every event of one object: who changed what, when, and why",
 		Long: `Show the full history of one object from the log, oldest first: each event's
-sequence, time, type, actor and cause. History outlives deletion.`,
+sequence, time, type, actor and cause. History outlives deletion.
+
+For an Apply, the bridge's observations of the Kubernetes object it manages
+(Observed, and Finalized when the object left the cluster) are shown beside
+the Apply's own events, with an OBJECT column saying which is which.`,
 		Example: `  jetplane history ConfigMap/default/settings
+  jetplane history ConfigMap/prod/shop/web      # observed in namespace shop of cluster prod
   jetplane history Namespace/shop
-  jetplane history Deployment.apps/shop/web -o yaml`,
+  jetplane history Deployment.apps/shop/web -o yaml
+  jetplane history Apply/apps/web                # with the Deployment it manages`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := outputFormat(output, "", "table", "json", "yaml"); err != nil {
@@ -287,20 +301,29 @@ sequence, time, type, actor and cause. History outlives deletion.`,
 			if err != nil {
 				return err
 			}
-			resp, err := g.client().History(cmd.Context(), k)
+			raws, evs, err := history(cmd.Context(), g.client(), k)
 			if err != nil {
 				return err
 			}
-			if output == "json" || output == "yaml" {
-				return writeDocs(cmd.OutOrStdout(), output, resp.Events, output == "json")
-			}
-			evs := make([]*schemas.Event, len(resp.Events))
-			for i, raw := range resp.Events {
-				if evs[i], err = api.DecodeEvent(raw); err != nil {
-					return fmt.Errorf("server sent a bad event: %w", err)
+			merged := false
+			if k.Kind == apply.Kind {
+				if ok, have := observedKeyOf(evs); have {
+					oraws, oevs, err := history(cmd.Context(), g.client(), ok)
+					var apiErr *api.APIError
+					if errors.As(err, &apiErr) && apiErr.Code == http.StatusNotFound {
+						err = nil // never seen in the cluster
+					}
+					if err != nil {
+						return err
+					}
+					raws, evs = mergeHistories(raws, evs, oraws, oevs)
+					merged = true
 				}
 			}
-			return historyTable(cmd.OutOrStdout(), evs)
+			if output == "json" || output == "yaml" {
+				return writeDocs(cmd.OutOrStdout(), output, raws, output == "json")
+			}
+			return historyTable(cmd.OutOrStdout(), evs, merged)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output: table, json or yaml")
@@ -348,4 +371,55 @@ TIME (RFC 3339, such as 2026-11-22T10:00:00Z, or a duration ago such as 15m).`,
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output: table, json or yaml")
 	return cmd
+}
+
+// history reads one key's events, raw and decoded.
+func history(ctx context.Context, c *api.Client, k api.Key) ([]json.RawMessage, []*schemas.Event, error) {
+	resp, err := c.History(ctx, k)
+	if err != nil {
+		return nil, nil, err
+	}
+	evs := make([]*schemas.Event, len(resp.Events))
+	for i, raw := range resp.Events {
+		if evs[i], err = api.DecodeEvent(raw); err != nil {
+			return nil, nil, fmt.Errorf("server sent a bad event: %w", err)
+		}
+	}
+	return resp.Events, evs, nil
+}
+
+// observedKeyOf is the key under which the bridge records the Kubernetes
+// object an Apply manages, from the Apply's latest spec in its history.
+func observedKeyOf(evs []*schemas.Event) (api.Key, bool) {
+	for i := len(evs) - 1; i >= 0; i-- {
+		spec := evs[i].GetObject().GetSpec()
+		if spec == nil {
+			continue
+		}
+		m := spec.GetFields()["manifest"].GetStructValue()
+		cluster := spec.GetFields()["cluster"].GetStringValue()
+		if m == nil || cluster == "" {
+			return api.Key{}, false
+		}
+		k := apply.ObservedKey(cluster, &unstructured.Unstructured{Object: m.AsMap()})
+		return api.Key{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name}, true
+	}
+	return api.Key{}, false
+}
+
+// mergeHistories interleaves two histories by log sequence.
+func mergeHistories(ar []json.RawMessage, ae []*schemas.Event, br []json.RawMessage, be []*schemas.Event) ([]json.RawMessage, []*schemas.Event) {
+	raws := make([]json.RawMessage, 0, len(ar)+len(br))
+	evs := make([]*schemas.Event, 0, len(ae)+len(be))
+	i, j := 0, 0
+	for i < len(ae) || j < len(be) {
+		if j == len(be) || (i < len(ae) && ae[i].GetSequence() < be[j].GetSequence()) {
+			raws, evs = append(raws, ar[i]), append(evs, ae[i])
+			i++
+		} else {
+			raws, evs = append(raws, br[j]), append(evs, be[j])
+			j++
+		}
+	}
+	return raws, evs
 }

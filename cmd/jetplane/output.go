@@ -150,12 +150,22 @@ func age(now, t time.Time) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
-func historyTable(w io.Writer, evs []*schemas.Event) error {
+// historyTable prints events; withKey adds an OBJECT column, for histories
+// of more than one key.
+func historyTable(w io.Writer, evs []*schemas.Event, withKey bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	// Causes are event ids; show the sequence when the cause is in view.
 	seqOf := map[string]uint64{}
 	for _, ev := range evs {
 		seqOf[ev.GetId()] = ev.GetSequence()
+	}
+	object := func(*schemas.Event) string { return "" }
+	if withKey {
+		fmt.Fprint(tw, "OBJECT\t")
+		object = func(ev *schemas.Event) string {
+			k := ev.GetKey()
+			return k.GetKind() + "/" + k.GetNamespace() + "/" + k.GetName() + "\t"
+		}
 	}
 	fmt.Fprintln(tw, "SEQ\tTIME\tTYPE\tACTOR\tGENERATION\tDETAIL\tCAUSE")
 	for _, ev := range evs {
@@ -163,7 +173,7 @@ func historyTable(w io.Writer, evs []*schemas.Event) error {
 		if seq, ok := seqOf[cause]; ok {
 			cause = fmt.Sprintf("#%d", seq)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", ev.GetSequence(), ev.GetTime().AsTime().UTC().Format(time.RFC3339),
+		fmt.Fprintf(tw, "%s%d\t%s\t%s\t%s\t%s\t%s\t%s\n", object(ev), ev.GetSequence(), ev.GetTime().AsTime().UTC().Format(time.RFC3339),
 			eventType(ev.GetType()), ev.GetActor(), generation(ev), dash(detail(ev)), dash(cause))
 	}
 	return tw.Flush()

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/jetplane/jetplane/bridge/kube"
 	"github.com/jetplane/jetplane/internal/app"
 )
 
@@ -23,6 +24,7 @@ func newServe() *cobra.Command {
 		cfg       app.Config
 		sync      string
 		tokenFile string
+		clusters  string
 		routes    string
 		clusterAt string
 		logLevel  string
@@ -42,12 +44,18 @@ throughput (see docs/BENCHMARKS.md). --sync=DURATION sets the interval.
 With --nats-url, jetplane uses an outside NATS deployment instead of
 embedding a server.
 
+With --clusters, jetplane watches Kubernetes clusters and records every
+change of the configured resources as an Observed event (see the README,
+"Kubernetes clusters", for the file's format); /readyz waits until each
+cluster has synced, and 'jetplane clusters' shows how each one is doing.
+
 Every flag can also be set by environment variable JETPLANE_<FLAG>, upper
 case with '-' as '_' (JETPLANE_NATS_URL, JETPLANE_DATA, ...).
 
 The Go garbage collector runs at GOGC=200 unless GOGC is set.`,
 		Example: `  jetplane serve
   jetplane serve --data /var/lib/jetplane --listen 127.0.0.1:7070 --sync=always
+  jetplane serve --clusters clusters.yaml
   jetplane serve --nats-url nats://n1:4222,nats://n2:4222 --nats-creds app.creds --replicas 3
   jetplane serve --data d1 --nats-name n1 --nats-cluster jp --nats-cluster-listen 127.0.0.1:6222 \
       --nats-routes nats://127.0.0.1:6222,nats://127.0.0.1:6223,nats://127.0.0.1:6224 --replicas 3`,
@@ -86,6 +94,11 @@ The Go garbage collector runs at GOGC=200 unless GOGC is set.`,
 				}
 			} else if tok := os.Getenv("JETPLANE_API_TOKEN"); tok != "" {
 				cfg.Tokens = map[string]string{tok: "admin"}
+			}
+			if clusters != "" {
+				if cfg.Clusters, err = kube.LoadFile(clusters); err != nil {
+					return fmt.Errorf("--clusters: %w", err)
+				}
 			}
 			if routes != "" {
 				cfg.NATSCluster.Routes = strings.Split(routes, ",")
@@ -127,6 +140,7 @@ The Go garbage collector runs at GOGC=200 unless GOGC is set.`,
 	f.IntVar(&cfg.Log.Replicas, "replicas", 1, "replicas of the log stream (3 on a NATS cluster)")
 	f.DurationVar(&cfg.Log.MaxAge, "retention-age", 0, "drop events older than this (0 keeps them forever)")
 	f.Int64Var(&cfg.Log.MaxBytes, "retention-bytes", 0, "cap the log at this many bytes, dropping the oldest events (0 is unlimited)")
+	f.StringVar(&clusters, "clusters", "", "file (YAML or JSON) of Kubernetes clusters and resources to watch; see the README")
 	f.StringVar(&tokenFile, "token-file", "", `file of API bearer tokens, one "TOKEN NAME" per line; without it (and without JETPLANE_API_TOKEN) the API is open`)
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")

@@ -1,6 +1,6 @@
 // Package app assembles jetplane's parts into one running process: the log
 // (an embedded NATS server, or an outside NATS deployment), the projection,
-// the gate and the HTTP API. `jetplane serve` runs it; end-to-end tests and
+// the gate, the Kubernetes bridge and the HTTP API. `jetplane serve` runs it; end-to-end tests and
 // benchmarks run it in-process.
 package app
 
@@ -11,18 +11,22 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/rest"
 
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/bridge/gate"
+	"github.com/jetplane/jetplane/bridge/kube"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/events/embedded"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers"
+	"github.com/jetplane/jetplane/reconcilers/apply"
 	"github.com/jetplane/jetplane/reconcilers/queue"
 )
 
@@ -53,6 +57,11 @@ type Config struct {
 	Log          events.Config
 	// Tokens maps API bearer tokens to user names; empty disables auth.
 	Tokens map[string]string
+	// Clusters are the Kubernetes clusters the bridge watches (`serve
+	// --clusters FILE`, see kube.LoadFile); empty runs no bridge. The same
+	// clusters' client configs are what an Apply reconciler needs:
+	// Clusters.RESTConfigs() before New, App.ClusterConfig after.
+	Clusters kube.Clusters
 	// Reconcilers run in this process; their kinds are finalized by them,
 	// every other kind at once on delete.
 	Reconcilers []reconcilers.Reconciler
@@ -73,6 +82,7 @@ type App struct {
 	projector *projections.Projector
 	api       *api.Server
 	runtime   *reconcilers.Runtime
+	bridge    *kube.Bridge // nil without clusters
 	listener  net.Listener
 }
 
@@ -125,8 +135,21 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
+	recs := cfg.Reconcilers
+	if len(cfg.Clusters) > 0 {
+		// With clusters, jetplane pushes Apply objects into them.
+		rcs, err := cfg.Clusters.RESTConfigs()
+		if err != nil {
+			return nil, err
+		}
+		ar, err := apply.New(apply.Config{Clusters: rcs, State: a.store})
+		if err != nil {
+			return nil, err
+		}
+		recs = append(slices.Clone(recs), ar)
+	}
 	if a.runtime, err = reconcilers.New(reconcilers.Config{
-		Log: a.log, State: a.store, Reconcilers: cfg.Reconcilers, Instance: cfg.Instance,
+		Log: a.log, State: a.store, Reconcilers: recs, Instance: cfg.Instance,
 		Queue: cfg.Queue, Logger: cfg.Logger, Metrics: reconcilers.NewMetrics(reg),
 	}); err != nil {
 		return nil, err
@@ -134,6 +157,14 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	g, err := gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.runtime.Handles, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
+	}
+	var clusters func() []api.Cluster
+	if len(cfg.Clusters) > 0 {
+		if a.bridge, err = kube.New(kube.Config{Clusters: cfg.Clusters, Log: a.log, State: a.store, Logger: cfg.Logger}); err != nil {
+			return nil, err
+		}
+		clusters = a.clusters
+		registerBridgeMetrics(reg, a.bridge)
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -146,7 +177,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		Name: "jetplane_projection_objects", Help: "Objects in current state.",
 	}, func() float64 { return float64(a.store.Len()) }))
 	if a.api, err = api.New(api.Config{
-		Gate: g, Store: a.store, Log: a.log, Blobs: blobs, Ready: a.ready,
+		Gate: g, Store: a.store, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters,
 		Tokens: cfg.Tokens, Registerer: reg, Gatherer: reg, Logger: cfg.Logger,
 	}); err != nil {
 		return nil, err
@@ -194,7 +225,80 @@ func (a *App) ready() error {
 	if !a.projector.Ready() {
 		return errors.New("projection still catching up with the log")
 	}
+	if a.bridge != nil {
+		if err := a.bridge.Ready(); err != nil {
+			return fmt.Errorf("kubernetes: %w", err)
+		}
+	}
 	return nil
+}
+
+// ClusterConfig returns a fresh client config of a configured Kubernetes
+// cluster, for parts that talk to the clusters the bridge watches.
+func (a *App) ClusterConfig(name string) (*rest.Config, error) {
+	return a.cfg.Clusters.RESTConfig(name)
+}
+
+// Clusters reports the Kubernetes clusters the bridge watches, in
+// configured order (none without clusters).
+func (a *App) Clusters() []kube.Status {
+	if a.bridge == nil {
+		return nil
+	}
+	return a.bridge.Status()
+}
+
+func (a *App) clusters() []api.Cluster {
+	sts := a.bridge.Status()
+	out := make([]api.Cluster, len(sts))
+	for i, s := range sts {
+		c := api.Cluster{
+			Name: s.Name, State: string(s.State), Synced: s.Synced, Objects: s.Objects, LastError: s.LastError,
+			Appended: s.Appended, Duplicates: s.Duplicates, Dropped: s.Dropped, Relists: s.Relists, Gone: s.Gone, Queue: s.Queue,
+			Resources: make([]api.ClusterResource, len(s.Resources)),
+		}
+		if !s.LastEvent.IsZero() {
+			c.LastEventTime = &s.LastEvent
+		}
+		if !s.LastErrorTime.IsZero() {
+			c.LastErrorTime = &s.LastErrorTime
+		}
+		for j, r := range s.Resources {
+			c.Resources[j] = api.ClusterResource{Resource: r.Resource, Kind: r.Kind, Synced: r.Synced, Objects: r.Objects}
+		}
+		out[i] = c
+	}
+	return out
+}
+
+// registerBridgeMetrics exposes each cluster's bridge in /metrics.
+func registerBridgeMetrics(reg prometheus.Registerer, b *kube.Bridge) {
+	for i, s := range b.Status() {
+		status := func() kube.Status { return b.Status()[i] }
+		labels := prometheus.Labels{"cluster": s.Name}
+		reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "jetplane_bridge_events_appended_total", Help: "Events of a Kubernetes cluster stored in the log.", ConstLabels: labels,
+			}, func() float64 { return float64(status().Appended) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "jetplane_bridge_events_duplicate_total", Help: "Events of a Kubernetes cluster the log already held (stored by another bridge).", ConstLabels: labels,
+			}, func() float64 { return float64(status().Duplicates) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "jetplane_bridge_relists_total", Help: "Full relists of a Kubernetes cluster's resources after the first.", ConstLabels: labels,
+			}, func() float64 { return float64(status().Relists) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "jetplane_bridge_queue", Help: "Events of a Kubernetes cluster waiting to be appended.", ConstLabels: labels,
+			}, func() float64 { return float64(status().Queue) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "jetplane_bridge_up", Help: "1 when a Kubernetes cluster is synced and its watches and appends succeed.", ConstLabels: labels,
+			}, func() float64 {
+				if status().State == kube.StateSynced {
+					return 1
+				}
+				return 0
+			}),
+		)
+	}
 }
 
 // URL is the API's base URL.
@@ -224,6 +328,17 @@ func (a *App) Run(ctx context.Context) error {
 	rtDone := make(chan error, 1)
 	go func() { rtDone <- a.runtime.Start(pctx) }()
 
+	// The bridge stops first, appending what it has queued while the log
+	// is still there.
+	bctx, stopBridge := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBridge()
+	bridgeDone := make(chan error, 1)
+	if a.bridge != nil {
+		go func() { bridgeDone <- a.bridge.Start(bctx) }()
+	} else {
+		bridgeDone <- nil
+	}
+
 	httpSrv := &http.Server{Handler: a.api, ReadHeaderTimeout: 10 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- httpSrv.Serve(a.listener) }()
@@ -245,6 +360,8 @@ func (a *App) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = httpSrv.Shutdown(sctx)
+	stopBridge()
+	<-bridgeDone
 	// Reconcilers stop taking work and finish runs in flight before the
 	// projection they read stops.
 	stopProjector()
