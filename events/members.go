@@ -135,6 +135,7 @@ type memberUpdate struct {
 	created  time.Time
 	revision uint64
 	pending  uint64 // updates still to come of those stored before
+	replay   bool   // part of the latest-per-instance replay a watch starts with
 }
 
 // watchMembers follows the announcements, newest per instance first. It
@@ -142,28 +143,56 @@ type memberUpdate struct {
 // member heartbeat, so that after a stall (a leader election) it is
 // re-created within about a second, not after the default ten.
 func (l *Log) watchMembers(ctx context.Context, opts MemberOptions) (<-chan memberUpdate, error) {
-	cons, err := l.js.OrderedConsumer(ctx, "KV_"+MembersBucket, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"$KV." + MembersBucket + ".member.>"},
-		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("members: watch: %w", err)
+	open := func() (jetstream.MessagesContext, error) {
+		cons, err := l.js.OrderedConsumer(ctx, "KV_"+MembersBucket, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{"$KV." + MembersBucket + ".member.>"},
+			DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("members: watch: %w", err)
+		}
+		expiry := max(2*time.Second, 4*opts.Heartbeat)
+		it, err := cons.Messages(jetstream.PullExpiry(expiry), jetstream.PullHeartbeat(expiry/4))
+		if err != nil {
+			return nil, fmt.Errorf("members: watch: %w", err)
+		}
+		return it, nil
 	}
-	expiry := max(2*time.Second, 4*opts.Heartbeat)
-	it, err := cons.Messages(jetstream.PullExpiry(expiry), jetstream.PullHeartbeat(expiry/4))
+	it, err := open()
 	if err != nil {
-		return nil, fmt.Errorf("members: watch: %w", err)
+		return nil, err
 	}
 	out := make(chan memberUpdate, 64)
-	context.AfterFunc(ctx, it.Stop)
 	go func() {
+		defer func() { it.Stop() }()
+		stop := context.AfterFunc(ctx, it.Stop)
+		defer func() { stop() }()
+		initial := true
 		for {
 			msg, err := it.Next()
 			if err != nil {
-				if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				if ctx.Err() != nil {
 					return
 				}
-				continue // the ordered consumer re-creates itself
+				// Missed heartbeats (the consumer's node died) or a
+				// closed iterator: read again from the latest per
+				// instance. Those replays are judged by when they were
+				// written, like a starting view.
+				it.Stop()
+				stop()
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(250 * time.Millisecond):
+					}
+					if it, err = open(); err == nil {
+						break
+					}
+				}
+				stop = context.AfterFunc(ctx, it.Stop)
+				initial = true
+				continue
 			}
 			meta, err := msg.Metadata()
 			if err != nil {
@@ -176,7 +205,9 @@ func (l *Log) watchMembers(ctx context.Context, opts MemberOptions) (<-chan memb
 				created:  meta.Timestamp,
 				revision: meta.Sequence.Stream,
 				pending:  meta.NumPending,
+				replay:   initial,
 			}
+			initial = initial && meta.NumPending > 0
 			select {
 			case out <- u:
 			case <-ctx.Done():
@@ -271,7 +302,7 @@ func (m *Members) loop(ctx context.Context, updates <-chan memberUpdate) {
 		case <-ctx.Done():
 			return
 		case u := <-updates:
-			m.note(ctx, u, false)
+			m.note(ctx, u, u.replay)
 			m.refresh(time.Now())
 		case <-check.C:
 			m.refresh(time.Now())
