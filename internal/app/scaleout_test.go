@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/internal/testenv"
 	"github.com/jetplane/jetplane/reconcilers"
 )
 
@@ -28,16 +28,6 @@ type node struct {
 	cmd  *exec.Cmd
 	c    *api.Client
 	log  *os.File
-}
-
-func freeLoopbackPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // start starts n's process; its URL is read by n.connect.
@@ -211,7 +201,7 @@ func TestScaleOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	routePorts := []int{freeLoopbackPort(t), freeLoopbackPort(t), freeLoopbackPort(t)}
+	routePorts := []int{testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)}
 	var routes []string
 	for _, p := range routePorts {
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
@@ -226,7 +216,7 @@ func TestScaleOut(t *testing.T) {
 		defer logf.Close()
 		nodes[i] = &node{name: name, log: logf, args: []string{
 			"--data", filepath.Join(dir, name), "--runs", filepath.Join(dir, name+".runs"), "--instance", name,
-			"--listen", fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t)),
+			"--listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
 			"--nats-name", name, "--nats-cluster", "jp", "--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]),
 			"--nats-routes", strings.Join(routes, ","), "--replicas", "3",
 		}}

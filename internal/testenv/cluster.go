@@ -30,7 +30,7 @@ func NATSCluster(tb testing.TB, n int) *Cluster {
 	ports := make([]int, n)
 	var routes []string
 	for i := range ports {
-		ports[i] = freePort(tb)
+		ports[i] = FreePort(tb)
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
 	}
 	c := &Cluster{Servers: make([]*embedded.Server, n)}
@@ -88,7 +88,8 @@ func (c *Cluster) Connect(tb testing.TB) *nats.Conn {
 	return nc
 }
 
-func freePort(tb testing.TB) int {
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(tb testing.TB) int {
 	tb.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
