@@ -69,6 +69,7 @@ type Members struct {
 	// its caller gave up: a claim nobody holds would stall the partition,
 	// so the loop removes it.
 	uncertain map[int]bool
+	claiming  map[int]bool // a Claim is under way: not to be swept
 
 	stop func()
 	done chan struct{}
@@ -100,7 +101,7 @@ func (l *Log) Join(ctx context.Context, instance string, opts MemberOptions) (*M
 		return nil, fmt.Errorf("members: open bucket %s: %w", MembersBucket, err)
 	}
 	m := &Members{kv: kv, self: instance, opts: opts, seen: map[string]time.Time{},
-		changed: make(chan struct{}), claims: map[int]uint64{}, uncertain: map[int]bool{}, done: make(chan struct{})}
+		changed: make(chan struct{}), claims: map[int]uint64{}, uncertain: map[int]bool{}, claiming: map[int]bool{}, done: make(chan struct{})}
 	if err := m.beat(ctx); err != nil {
 		return nil, err
 	}
@@ -144,7 +145,11 @@ type memberUpdate struct {
 // re-created within about a second, not after the default ten.
 func (l *Log) watchMembers(ctx context.Context, opts MemberOptions) (<-chan memberUpdate, error) {
 	open := func() (jetstream.MessagesContext, error) {
-		cons, err := l.js.OrderedConsumer(ctx, "KV_"+MembersBucket, jetstream.OrderedConsumerConfig{
+		// Short attempts: a request made while the bucket has no leader
+		// is not answered, and the next attempt may find the new one.
+		octx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		cons, err := l.js.OrderedConsumer(octx, "KV_"+MembersBucket, jetstream.OrderedConsumerConfig{
 			FilterSubjects: []string{"$KV." + MembersBucket + ".member.>"},
 			DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
 		})
@@ -360,24 +365,18 @@ func (m *Members) isLive(name string) bool {
 // never both succeed.
 func (m *Members) Claim(ctx context.Context, p int) error {
 	key := claimKey(p)
+	m.mu.Lock()
+	m.claiming[p] = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.claiming, p)
+		m.mu.Unlock()
+	}()
 	for {
-		e, err := m.kv.Get(ctx, key)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			rev, cerr := m.kv.Create(ctx, key, []byte(m.self))
-			if cerr == nil {
-				m.setClaim(p, rev)
-				return nil
-			}
-			err = cerr
-		case err != nil:
-		case string(e.Value()) == m.self || !m.isLive(string(e.Value())):
-			rev, uerr := m.kv.Update(ctx, key, []byte(m.self), e.Revision())
-			if uerr == nil {
-				m.setClaim(p, rev)
-				return nil
-			}
-			err = uerr
+		err := m.tryClaim(ctx, p, key)
+		if err == nil {
+			return nil
 		}
 		if ctx.Err() != nil {
 			m.abandon(p)
@@ -391,6 +390,36 @@ func (m *Members) Claim(ctx context.Context, p int) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// errHeld says a claim is held by a live instance.
+var errHeld = errors.New("members: held by a live instance")
+
+// tryClaim makes one attempt, bounded so that an attempt made while the
+// bucket has no leader does not hold up the next.
+func (m *Members) tryClaim(ctx context.Context, p int, key string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	e, err := m.kv.Get(ctx, key)
+	var rev uint64
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		rev, err = m.kv.Create(ctx, key, []byte(m.self))
+	case err != nil:
+		return err
+	case string(e.Value()) == m.self || !m.isLive(string(e.Value())):
+		rev, err = m.kv.Update(ctx, key, []byte(m.self), e.Revision())
+	default:
+		return errHeld
+	}
+	if err != nil {
+		// The write may have landed all the same: have it swept unless
+		// a later attempt takes the claim.
+		m.abandon(p)
+		return err
+	}
+	m.setClaim(p, rev)
+	return nil
 }
 
 func (m *Members) abandon(p int) {
@@ -411,6 +440,7 @@ func (m *Members) sweep(ctx context.Context) {
 		e, err := m.kv.Get(ctx, claimKey(p))
 		m.mu.Lock()
 		_, held := m.claims[p]
+		held = held || m.claiming[p]
 		m.mu.Unlock()
 		switch {
 		case held || errors.Is(err, jetstream.ErrKeyNotFound) || (err == nil && string(e.Value()) != m.self):
