@@ -28,8 +28,9 @@ type Cluster struct {
 	// "<name>/<namespace>" and events are written by "bridge/<name>". A
 	// DNS-1123 label; renaming a cluster makes its objects new keys.
 	Name string `yaml:"name" json:"name"`
-	// Kubeconfig is the path of a kubeconfig file; relative paths in a
-	// clusters file are relative to that file. Empty uses the usual
+	// Kubeconfig is the path of a kubeconfig file; in a clusters file, ~/
+	// is the home directory and relative paths are relative to the file.
+	// Empty uses the usual
 	// lookup: $KUBECONFIG, ~/.kube/config, or the in-cluster service
 	// account when jetplane runs in a pod.
 	Kubeconfig string `yaml:"kubeconfig,omitempty" json:"kubeconfig,omitempty"`
@@ -257,7 +258,13 @@ func LoadFile(path string) (Clusters, error) {
 	}
 	for i := range cs {
 		c := &cs[i]
-		if c.Kubeconfig != "" && !filepath.IsAbs(c.Kubeconfig) {
+		if rest, ok := strings.CutPrefix(c.Kubeconfig, "~/"); ok {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return nil, &ConfigError{Source: path, Field: fmt.Sprintf("clusters[%d].kubeconfig", i), Reason: err.Error()}
+			}
+			c.Kubeconfig = filepath.Join(home, rest)
+		} else if c.Kubeconfig != "" && !filepath.IsAbs(c.Kubeconfig) {
 			c.Kubeconfig = filepath.Join(filepath.Dir(path), c.Kubeconfig)
 		}
 		if err := c.checkKubeconfig(); err != nil {

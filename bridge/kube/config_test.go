@@ -120,6 +120,12 @@ func TestLoadFile(t *testing.T) {
 		t.Fatalf("RESTConfig of an unknown cluster: %v; want an error listing prod", err)
 	}
 
+	// ~/ is the home directory.
+	t.Setenv("HOME", dir)
+	if cs, err := kube.LoadFile(write("home.yaml", "clusters:\n- name: prod\n  kubeconfig: ~/prod.kubeconfig"+res)); err != nil || cs[0].Kubeconfig != filepath.Join(dir, "prod.kubeconfig") {
+		t.Fatalf("LoadFile with ~/: %v, %v", cs, err)
+	}
+
 	tests := []struct {
 		name, path, wantField, wantIn string
 	}{

@@ -46,7 +46,7 @@ embedding a server.
 
 With --clusters, jetplane watches Kubernetes clusters and records every
 change of the configured resources as an Observed event (see the README,
-"Kubernetes clusters", for the file's format); /readyz waits until each
+"Kubernetes", for the file's format); /readyz waits until each
 cluster has synced, and 'jetplane clusters' shows how each one is doing.
 
 Every flag can also be set by environment variable JETPLANE_<FLAG>, upper
