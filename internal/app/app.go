@@ -1,7 +1,7 @@
 // Package app assembles jetplane's parts into one running process: the log
 // (an embedded NATS server, or an outside NATS deployment), the projection,
-// the gate, the Kubernetes bridge and the HTTP API. `jetplane serve` runs it; end-to-end tests and
-// benchmarks run it in-process.
+// the gate, the Kubernetes bridge and the HTTP API. `jetplane serve` runs
+// it; end-to-end tests and benchmarks run it in-process.
 package app
 
 import (
