@@ -340,7 +340,13 @@ func TestScaleOut(t *testing.T) {
 			t.Errorf("%s: last run at generation %s, want 2", key, last.gen)
 		}
 	}
-	t.Logf("%d runs of %d keys; %d times a key's next run was on another instance", total, objects, moved)
+	perInstance := map[string]int{}
+	for _, rs := range runs {
+		for _, r := range rs {
+			perInstance[r.instance]++
+		}
+	}
+	t.Logf("%d runs of %d keys (by instance: %v); %d times a key's next run was on another instance", total, objects, perInstance, moved)
 
 	// Every status write was made by an instance that had run the key:
 	// sample the histories.
