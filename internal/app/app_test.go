@@ -1,9 +1,6 @@
 package app_test
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"net/http"
 	"testing"
 	"time"
@@ -16,26 +13,7 @@ import (
 // returns it with a client, once it is ready.
 func startApp(tb testing.TB, cfg app.Config) (*app.App, *api.Client) {
 	tb.Helper()
-	if cfg.DataDir == "" {
-		cfg.DataDir = tb.TempDir()
-	}
-	cfg.Listen = "127.0.0.1:0"
-	cfg.NATSPort = -1
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.New(ctx, cfg)
-	if err != nil {
-		cancel()
-		tb.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	tb.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			tb.Errorf("app stopped with %v", err)
-		}
-	})
+	a := runApp(tb, cfg)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get(a.URL() + "/readyz")

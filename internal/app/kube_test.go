@@ -98,10 +98,13 @@ func TestKubernetesClusters(t *testing.T) {
 	})
 }
 
-// runApp runs jetplane without waiting for it to be ready.
+// runApp runs jetplane on a temporary store (unless cfg names one) without
+// waiting for it to be ready.
 func runApp(tb testing.TB, cfg app.Config) *app.App {
 	tb.Helper()
-	cfg.DataDir = tb.TempDir()
+	if cfg.DataDir == "" {
+		cfg.DataDir = tb.TempDir()
+	}
 	cfg.Listen = "127.0.0.1:0"
 	cfg.NATSPort = -1
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
