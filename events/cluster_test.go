@@ -72,3 +72,70 @@ func TestReplicatedLog(t *testing.T) {
 		}
 	}
 }
+
+// A follower of the log (what the projection is) goes on when the log's
+// leader dies: it reads the events appended after the loss, without a gap
+// or a repeat.
+func TestFollowOutlivesLeaderLoss(t *testing.T) {
+	c := testenv.NATSCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	l, err := events.Open(ctx, c.Connect(t), events.Config{Replicas: 3, Partitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendOne := func(name string) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := l.Append(actx, events.Entry{Event: event(key(name), name), Expect: events.AnyVersion})
+			acancel()
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("append %s: %v", name, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	appendOne("before")
+	got := make(chan uint64, 16)
+	rctx, rcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- l.Read(rctx, events.ReadOptions{Follow: true}, func(m events.Message) error {
+			got <- m.Sequence
+			return nil
+		})
+	}()
+	defer func() {
+		rcancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("follow ended with %v", err)
+		}
+	}()
+	want := func(seq uint64) time.Time {
+		t.Helper()
+		select {
+		case s := <-got:
+			if s != seq {
+				t.Fatalf("follower read %d, want %d", s, seq)
+			}
+			return time.Now()
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("follower did not read %d", seq)
+		}
+		return time.Time{}
+	}
+	want(1)
+	leader := c.StreamLeader(t, events.StreamName)
+	leader.Shutdown()
+	lost := time.Now()
+	appendOne("after")
+	appended := time.Now()
+	read := want(2)
+	t.Logf("leader lost; append landed %s later, read by the follower %s after that",
+		appended.Sub(lost).Round(time.Millisecond), read.Sub(appended).Round(time.Millisecond))
+}

@@ -27,14 +27,16 @@ type MemberOptions struct {
 	// count it gone and take its partitions (default 3 s). It bounds how
 	// long a dead instance's partitions stay idle.
 	//
-	// Nobody is counted gone while the bucket itself stalls (a leader
-	// election after a node died): an instance expires only once this
-	// instance's own heartbeats have been coming back through the bucket
-	// for three heartbeats in a row, long enough for every live instance's
-	// next heartbeat to arrive. A live instance is wrongly counted gone
-	// only when its heartbeats stall for Expiry while others' go through (a
-	// process paused that long); that is the window in which two instances
-	// may run the same partition.
+	// Silence is measured on the bucket, not on this instance's clock: an
+	// instance is gone when the bucket has stored Expiry's worth of this
+	// instance's own heartbeats (by the server's timestamps), and at least
+	// three of them, since the other's last one. A stalled bucket (a leader
+	// election after a node died) stores nobody's heartbeats, and a slow or
+	// paused observer reads the bucket late but in order, so neither makes
+	// a live instance look gone. A live instance is wrongly counted gone
+	// only when its heartbeats fail to land for Expiry while others' land
+	// (a process paused that long); that is the window in which two
+	// instances may run the same partition.
 	Expiry time.Duration
 }
 
@@ -58,10 +60,13 @@ type Members struct {
 	self string
 	opts MemberOptions
 
-	mu      sync.Mutex
-	seen    map[string]time.Time // instance → when last heard from
-	echoed  time.Time            // when our own heartbeat last came back
-	flowing time.Time            // since when our heartbeats come back without a gap
+	mu    sync.Mutex
+	heard map[string]heard // other instance → its latest heartbeat
+	// clock is the server's timestamp of the newest own heartbeat read
+	// back, and beats how many own heartbeats were read back: the
+	// bucket's time, which stands still while the bucket stalls.
+	clock   time.Time
+	beats   int
 	live    []string
 	changed chan struct{} // closed and replaced when live changes
 	claims  map[int]uint64
@@ -100,7 +105,7 @@ func (l *Log) Join(ctx context.Context, instance string, opts MemberOptions) (*M
 	if err != nil {
 		return nil, fmt.Errorf("members: open bucket %s: %w", MembersBucket, err)
 	}
-	m := &Members{kv: kv, self: instance, opts: opts, seen: map[string]time.Time{},
+	m := &Members{kv: kv, self: instance, opts: opts, heard: map[string]heard{},
 		changed: make(chan struct{}), claims: map[int]uint64{}, uncertain: map[int]bool{}, claiming: map[int]bool{}, done: make(chan struct{})}
 	if err := m.beat(ctx); err != nil {
 		return nil, err
@@ -116,14 +121,14 @@ func (l *Log) Join(ctx context.Context, instance string, opts MemberOptions) (*M
 	for initial := true; initial; {
 		select {
 		case u := <-updates:
-			m.note(wctx, u, true)
+			m.note(u)
 			initial = u.pending > 0
 		case <-ctx.Done():
 			stop()
 			return nil, fmt.Errorf("members: watch: %w", ctx.Err())
 		}
 	}
-	m.refresh(time.Now())
+	m.refresh()
 	m.stop = stop
 	go m.loop(wctx, updates)
 	return m, nil
@@ -136,68 +141,29 @@ type memberUpdate struct {
 	created  time.Time
 	revision uint64
 	pending  uint64 // updates still to come of those stored before
-	replay   bool   // part of the latest-per-instance replay a watch starts with
 }
 
-// watchMembers follows the announcements, newest per instance first. It
-// reads with an ordered consumer whose heartbeats are a fraction of the
-// member heartbeat, so that after a stall (a leader election) it is
-// re-created within about a second, not after the default ten.
+// watchMembers follows the announcements, newest per instance first, then
+// every change. Its heartbeats are a fraction of the member heartbeat, and
+// a read whose server died goes on from where it was on a new consumer
+// (see tail), so that a stall (a leader election) delays the view by about
+// a second, not by tens.
 func (l *Log) watchMembers(ctx context.Context, opts MemberOptions) (<-chan memberUpdate, error) {
-	open := func() (jetstream.MessagesContext, error) {
-		// Short attempts: a request made while the bucket has no leader
-		// is not answered, and the next attempt may find the new one.
-		octx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		cons, err := l.js.OrderedConsumer(octx, "KV_"+MembersBucket, jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{"$KV." + MembersBucket + ".member.>"},
-			DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("members: watch: %w", err)
-		}
-		expiry := max(2*time.Second, 4*opts.Heartbeat)
-		it, err := cons.Messages(jetstream.PullExpiry(expiry), jetstream.PullHeartbeat(expiry/4))
-		if err != nil {
-			return nil, fmt.Errorf("members: watch: %w", err)
-		}
-		return it, nil
-	}
-	it, err := open()
+	expiry := max(2*time.Second, 4*opts.Heartbeat)
+	t, err := openTail(ctx, l.js, "KV_"+MembersBucket, jetstream.ConsumerConfig{
+		FilterSubjects: []string{"$KV." + MembersBucket + ".member.>"},
+		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+	}, time.Second, jetstream.PullExpiry(expiry), jetstream.PullHeartbeat(expiry/4))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("members: watch: %w", err)
 	}
 	out := make(chan memberUpdate, 64)
 	go func() {
-		defer func() { it.Stop() }()
-		stop := context.AfterFunc(ctx, it.Stop)
-		defer func() { stop() }()
-		initial := true
+		defer t.Stop()
 		for {
-			msg, err := it.Next()
+			msg, err := t.Next()
 			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				// Missed heartbeats (the consumer's node died) or a
-				// closed iterator: read again from the latest per
-				// instance. Those replays are judged by when they were
-				// written, like a starting view.
-				it.Stop()
-				stop()
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-time.After(250 * time.Millisecond):
-					}
-					if it, err = open(); err == nil {
-						break
-					}
-				}
-				stop = context.AfterFunc(ctx, it.Stop)
-				initial = true
-				continue
+				return // ctx ended
 			}
 			meta, err := msg.Metadata()
 			if err != nil {
@@ -210,9 +176,7 @@ func (l *Log) watchMembers(ctx context.Context, opts MemberOptions) (<-chan memb
 				created:  meta.Timestamp,
 				revision: meta.Sequence.Stream,
 				pending:  meta.NumPending,
-				replay:   initial,
 			}
-			initial = initial && meta.NumPending > 0
 			select {
 			case out <- u:
 			case <-ctx.Done():
@@ -223,10 +187,17 @@ func (l *Log) watchMembers(ctx context.Context, opts MemberOptions) (<-chan memb
 	return out, nil
 }
 
+// heard is what the bucket last said of another instance.
+type heard struct {
+	at       time.Time // server timestamp of its latest heartbeat
+	beats    int       // own heartbeats read back before it
+	revision uint64
+}
+
 // note records what an update of the bucket says about an instance.
-// Updates of the initial view are judged by when they were written, so that
-// a dead instance is not counted live for a whole expiry after we start.
-func (m *Members) note(ctx context.Context, e memberUpdate, initial bool) {
+// Updates come in the bucket's order; one older than what was noted of its
+// instance changes nothing.
+func (m *Members) note(e memberUpdate) {
 	name, ok := memberName(e.key)
 	if !ok {
 		return
@@ -235,26 +206,20 @@ func (m *Members) note(ctx context.Context, e memberUpdate, initial bool) {
 	defer m.mu.Unlock()
 	switch {
 	case e.deleted:
-		delete(m.seen, name)
+		delete(m.heard, name)
 	case name == m.self:
-		now := time.Now()
-		if now.Sub(m.echoed) > 2*m.opts.Heartbeat {
-			m.flowing = now
+		if e.created.After(m.clock) {
+			m.clock = e.created
+			m.beats++
 		}
-		m.echoed = now
-	case initial && time.Since(e.created) >= m.opts.Expiry:
-		// Silent since before we started: gone.
-		if time.Since(e.created) > staleMember {
-			// Gone long ago (instance names change with every process
-			// by default): tidy the bucket.
-			_ = m.kv.Delete(ctx, e.key, jetstream.LastRevision(e.revision))
-		}
-	case initial:
-		m.seen[name] = e.created
-	default:
-		m.seen[name] = time.Now()
+	case e.created.After(m.heard[name].at):
+		m.heard[name] = heard{at: e.created, beats: m.beats, revision: e.revision}
 	}
 }
+
+// goneBeats is how many of its own heartbeats an instance must read back
+// after another's last before counting that one gone.
+const goneBeats = 3
 
 func memberKey(instance string) string {
 	// Key tokens allow few characters; instance names may hold any.
@@ -291,9 +256,9 @@ func (m *Members) loop(ctx context.Context, updates <-chan memberUpdate) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				// A beat lost in a stall is replaced by the next one,
-				// not waited for.
-				bctx, cancel := context.WithTimeout(ctx, m.opts.Heartbeat)
+				// A beat lost in a stall is replaced by a later one;
+				// a slow one still counts when it lands.
+				bctx, cancel := context.WithTimeout(ctx, m.opts.Expiry/2)
 				_ = m.beat(bctx)
 				cancel()
 			}
@@ -307,10 +272,11 @@ func (m *Members) loop(ctx context.Context, updates <-chan memberUpdate) {
 		case <-ctx.Done():
 			return
 		case u := <-updates:
-			m.note(ctx, u, u.replay)
-			m.refresh(time.Now())
+			m.note(u)
+			if stale := m.refresh(); len(stale) > 0 {
+				m.tidy(ctx, stale)
+			}
 		case <-check.C:
-			m.refresh(time.Now())
 			sctx, cancel := context.WithTimeout(ctx, m.opts.Heartbeat)
 			m.sweep(sctx)
 			cancel()
@@ -318,19 +284,23 @@ func (m *Members) loop(ctx context.Context, updates <-chan memberUpdate) {
 	}
 }
 
-// refresh recomputes the live set and signals a change. An instance is
-// gone when silent for Expiry, but only judged so while the bucket flows.
-func (m *Members) refresh(now time.Time) {
+// refresh recomputes the live set and signals a change. It returns the
+// instances silent for so long (staleMember) that their announcements can
+// go: instance names change with every process by default.
+func (m *Members) refresh() (stale map[string]uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	judge := now.Sub(m.echoed) <= 2*m.opts.Heartbeat && now.Sub(m.flowing) >= 3*m.opts.Heartbeat
 	live := []string{m.self} // live as long as it runs
-	for name, at := range m.seen {
-		if name == m.self {
-			continue
-		}
-		if now.Sub(at) < m.opts.Expiry || (!judge && slices.Contains(m.live, name)) {
+	for name, h := range m.heard {
+		silent := m.clock.Sub(h.at)
+		if silent < m.opts.Expiry || m.beats-h.beats < goneBeats {
 			live = append(live, name)
+		} else if silent > staleMember {
+			delete(m.heard, name)
+			if stale == nil {
+				stale = map[string]uint64{}
+			}
+			stale[name] = h.revision
 		}
 	}
 	slices.Sort(live)
@@ -338,6 +308,17 @@ func (m *Members) refresh(now time.Time) {
 		m.live = live
 		close(m.changed)
 		m.changed = make(chan struct{})
+	}
+	return stale
+}
+
+// tidy removes the announcements of instances gone long ago, unless they
+// spoke again meanwhile.
+func (m *Members) tidy(ctx context.Context, stale map[string]uint64) {
+	ctx, cancel := context.WithTimeout(ctx, m.opts.Heartbeat)
+	defer cancel()
+	for name, rev := range stale {
+		_ = m.kv.Delete(ctx, memberKey(name), jetstream.LastRevision(rev))
 	}
 }
 

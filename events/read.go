@@ -88,21 +88,38 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn Handler) error {
 	if opts.Filter != "" {
 		cfg.FilterSubjects = []string{opts.Filter}
 	}
-	cons, err := l.stream.OrderedConsumer(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("read log: %w", err)
+	var next func() (jetstream.Msg, error)
+	if opts.Follow {
+		// A follower outlives leader elections: it goes on from where it
+		// was on a new consumer within about a second of the log having a
+		// leader again. Heartbeats every 1.5 s tell it its server died.
+		t, err := openTail(ctx, l.js, StreamName, jetstream.ConsumerConfig{
+			DeliverPolicy: cfg.DeliverPolicy, OptStartSeq: cfg.OptStartSeq, FilterSubjects: cfg.FilterSubjects,
+		}, 2*time.Second, jetstream.PullMaxMessages(4096), jetstream.PullExpiry(6*time.Second), jetstream.PullHeartbeat(1500*time.Millisecond))
+		if err != nil {
+			return fmt.Errorf("read log: %w", err)
+		}
+		defer t.Stop()
+		next = t.Next
+	} else {
+		cons, err := l.stream.OrderedConsumer(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("read log: %w", err)
+		}
+		if cons.CachedInfo().NumPending == 0 {
+			return nil
+		}
+		it, err := cons.Messages(jetstream.PullMaxMessages(4096))
+		if err != nil {
+			return fmt.Errorf("read log: %w", err)
+		}
+		defer it.Stop()
+		// Messages blocks without a context; stopping the iterator
+		// unblocks it.
+		stop := context.AfterFunc(ctx, it.Stop)
+		defer stop()
+		next = func() (jetstream.Msg, error) { return it.Next() }
 	}
-	if !opts.Follow && cons.CachedInfo().NumPending == 0 {
-		return nil
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(4096))
-	if err != nil {
-		return fmt.Errorf("read log: %w", err)
-	}
-	defer it.Stop()
-	// Messages blocks without a context; stopping the iterator unblocks it.
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
 
 	// Two stages overlap: a goroutine pulls messages in batches while the
 	// caller's goroutine runs fn (which decodes and folds) on the previous
@@ -113,7 +130,7 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn Handler) error {
 	defer close(quit)
 	go func() {
 		defer close(batches)
-		pullErr <- pull(it, opts.Follow, batches, quit)
+		pullErr <- pull(next, opts.Follow, batches, quit)
 	}()
 	for b := range batches {
 		for _, m := range b {
@@ -122,7 +139,7 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn Handler) error {
 			}
 		}
 	}
-	err = <-pullErr
+	err := <-pullErr
 	if err != nil && ctx.Err() != nil {
 		if opts.Follow {
 			return ctx.Err()
@@ -140,10 +157,10 @@ const pullBatch = 512
 // pull moves messages from it into batches until the log's end (unless
 // follow), an error, or quit. A batch is handed over when full or when no
 // more messages are waiting, so a follower sees each event at once.
-func pull(it jetstream.MessagesContext, follow bool, out chan<- rawBatch, quit <-chan struct{}) error {
+func pull(next func() (jetstream.Msg, error), follow bool, out chan<- rawBatch, quit <-chan struct{}) error {
 	b := make(rawBatch, 0, pullBatch)
 	for {
-		msg, err := it.Next()
+		msg, err := next()
 		if err != nil {
 			return fmt.Errorf("read log: %w", err)
 		}

@@ -184,6 +184,9 @@ func (s *Server) ClusterURL() string {
 	return "nats://" + addr.String()
 }
 
+// Name is the server's name in its cluster.
+func (s *Server) Name() string { return s.ns.Name() }
+
 // ClientURL is the URL outside clients connect to.
 func (s *Server) ClientURL() string { return s.ns.ClientURL() }
 

@@ -56,7 +56,19 @@ func NATSCluster(tb testing.TB, n int) *Cluster {
 		urls = append(urls, s.ClientURL())
 	}
 	c.URLs = strings.Join(urls, ",")
-	nc := c.Connect(tb)
+	WaitForJetStream(tb, c.URLs)
+	return c
+}
+
+// WaitForJetStream waits until the NATS cluster at urls (comma-separated)
+// has a JetStream leader, for at most a minute.
+func WaitForJetStream(tb testing.TB, urls string) {
+	tb.Helper()
+	nc, err := nats.Connect(urls, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		tb.Fatal(err)
@@ -67,7 +79,7 @@ func NATSCluster(tb testing.TB, n int) *Cluster {
 		_, err := js.AccountInfo(ctx)
 		cancel()
 		if err == nil {
-			return c
+			return
 		}
 		if time.Now().After(deadline) {
 			tb.Fatalf("JetStream cluster has no leader after 60s: %v", err)
@@ -86,6 +98,33 @@ func (c *Cluster) Connect(tb testing.TB) *nats.Conn {
 	}
 	tb.Cleanup(nc.Close)
 	return nc
+}
+
+// StreamLeader returns the node leading stream, waiting for it to have a
+// leader.
+func (c *Cluster) StreamLeader(tb testing.TB, stream string) *embedded.Server {
+	tb.Helper()
+	js, err := jetstream.New(c.Connect(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s, err := js.Stream(ctx, stream)
+		cancel()
+		if err == nil && s.CachedInfo().Cluster != nil {
+			for _, srv := range c.Servers {
+				if srv.Name() == s.CachedInfo().Cluster.Leader {
+					return srv
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("stream %s has no leader after a minute: %v", stream, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // FreePort returns a loopback port that was free a moment ago.

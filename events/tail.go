@@ -1,0 +1,168 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+)
+
+// tail follows a stream in order with an ephemeral consumer, and goes on
+// from the message after the last one it returned, on a new consumer,
+// whenever the read fails: the consumer's server died (the stream's leader
+// in a cluster), heartbeats stopped, or messages were dropped. Each
+// attempt to create a consumer is bounded and the next follows quickly, so
+// a read resumes within about a second of the stream having a leader
+// again. (An ordered consumer retries by itself, but with a backoff that
+// grows to ten seconds and attempts that wait as long: after a leader
+// election its readers could stall for tens of seconds.)
+type tail struct {
+	js     jetstream.JetStream
+	stream string
+	cfg    jetstream.ConsumerConfig // as for the first consumer
+	pull   []jetstream.PullMessagesOpt
+	// attempt bounds one attempt to create a consumer.
+	attempt time.Duration
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	it     jetstream.MessagesContext
+	stop   func() bool
+	name   string
+	next   uint64 // stream sequence to go on from (0: as cfg says)
+	dseq   uint64 // consumer sequence of the last message returned
+	// Reopened counts the consumers created after the first.
+	Reopened int
+}
+
+// openTail creates the first consumer. It fails if that fails, so that a
+// caller learns of a missing stream or a bad filter at once.
+func openTail(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig, attempt time.Duration, pull ...jetstream.PullMessagesOpt) (*tail, error) {
+	cfg.AckPolicy = jetstream.AckNonePolicy
+	cfg.MemoryStorage = true
+	cfg.Replicas = 1
+	if cfg.InactiveThreshold == 0 {
+		cfg.InactiveThreshold = time.Minute
+	}
+	t := &tail{js: js, stream: stream, cfg: cfg, pull: pull, attempt: attempt}
+	t.ctx, t.cancel = context.WithCancel(ctx)
+	if err := t.open(attempt); err != nil {
+		t.cancel()
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *tail) open(bound time.Duration) error {
+	cfg := t.cfg
+	// Named here, so that a consumer whose creation was answered too late
+	// can still be removed.
+	cfg.Name = nuid.Next()
+	if t.next > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = t.next
+		cfg.OptStartTime = nil
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, bound)
+	defer cancel()
+	cons, err := t.js.CreateConsumer(ctx, t.stream, cfg)
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			t.remove(cfg.Name)
+		}
+		return fmt.Errorf("read %s: %w", t.stream, err)
+	}
+	it, err := cons.Messages(t.pull...)
+	if err != nil {
+		t.remove(cons.CachedInfo().Name)
+		return fmt.Errorf("read %s: %w", t.stream, err)
+	}
+	t.it, t.name, t.dseq = it, cons.CachedInfo().Name, 0
+	t.stop = context.AfterFunc(t.ctx, it.Stop)
+	return nil
+}
+
+// remove deletes a consumer given up on, in the background; if that
+// fails too, the server removes it once inactive.
+func (t *tail) remove(name string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), 5*time.Second)
+		defer cancel()
+		_ = t.js.DeleteConsumer(ctx, t.stream, name)
+	}()
+}
+
+// close stops the current consumer's read and removes it.
+func (t *tail) close() {
+	if t.it == nil {
+		return
+	}
+	t.stop()
+	t.it.Stop()
+	t.remove(t.name)
+	t.it = nil
+}
+
+// Stop ends the read: Next returns, and the consumer is removed. It may be
+// called from any goroutine.
+func (t *tail) Stop() { t.cancel() }
+
+// Next returns the next message, waiting for it. It returns an error only
+// when the context ends.
+func (t *tail) Next() (jetstream.Msg, error) {
+	for {
+		if t.it == nil {
+			if err := t.reopen(); err != nil {
+				return nil, err
+			}
+		}
+		msg, err := t.it.Next()
+		if err == nil {
+			meta, merr := msg.Metadata()
+			if merr == nil && meta.Sequence.Consumer == t.dseq+1 {
+				t.dseq = meta.Sequence.Consumer
+				t.next = meta.Sequence.Stream + 1
+				return msg, nil
+			}
+			// A gap (messages dropped on the way): read again from the
+			// last one returned.
+		}
+		if t.ctx.Err() != nil {
+			t.close()
+			return nil, t.ctx.Err()
+		}
+		t.close()
+	}
+}
+
+// reopen creates a consumer going on from the last message returned,
+// retrying until it succeeds or the context ends. An attempt that timed out
+// makes the next one longer (up to four times), for a server too loaded to
+// answer within the first bound.
+func (t *tail) reopen() error {
+	bound := t.attempt
+	for {
+		err := t.open(bound)
+		if errors.Is(err, context.DeadlineExceeded) {
+			bound = min(2*bound, 4*t.attempt)
+		}
+		if err == nil {
+			t.Reopened++
+			return nil
+		}
+		if t.ctx.Err() != nil {
+			return t.ctx.Err()
+		}
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return err
+		}
+		select {
+		case <-t.ctx.Done():
+			return t.ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
