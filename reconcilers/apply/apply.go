@@ -111,16 +111,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 	if err != nil {
 		return reconcilers.Result{}, reconcilers.Terminal(err)
 	}
-	ri, key, err := r.resolve(t)
+	ri, key, live, err := r.read(ctx, t)
 	if err != nil {
 		return reconcilers.Result{}, err
 	}
 	name := t.obj.GetName()
-	live, err := ri.Get(ctx, name, metav1.GetOptions{})
 	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return reconcilers.Result{}, classify("read "+key.String(), err)
+	case live == nil:
 	case live.GetDeletionTimestamp() != nil:
 		msg := key.String() + " is being deleted in its cluster; it is applied again once it is gone"
 		return reconcilers.Result{
@@ -171,19 +168,16 @@ func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (reconci
 	if err != nil {
 		return reconcilers.Result{}, nil
 	}
-	ri, key, err := r.resolve(t)
+	ri, key, live, err := r.read(ctx, t)
+	if meta.IsNoMatchError(err) {
+		return reconcilers.Result{}, nil
+	}
 	if err != nil {
-		if meta.IsNoMatchError(err) {
-			return reconcilers.Result{}, nil
-		}
 		return reconcilers.Result{}, err
 	}
 	name := t.obj.GetName()
-	live, err := ri.Get(ctx, name, metav1.GetOptions{})
 	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return reconcilers.Result{}, classify("read "+key.String(), err)
+	case live == nil:
 	case ownedByOther(live.GetLabels(), t.owner):
 		return reconcilers.Result{}, nil
 	case live.GetDeletionTimestamp() == nil:
@@ -226,6 +220,23 @@ func (r *Reconciler) Owners(rec *schemas.ObjectRecord) []projections.Key {
 		return nil
 	}
 	return []projections.Key{{Kind: Kind, Namespace: ns, Name: name}}
+}
+
+// read resolves t's resource in its cluster and reads the object there
+// (nil if it is not there).
+func (r *Reconciler) read(ctx context.Context, t *target) (dynamic.ResourceInterface, projections.Key, *unstructured.Unstructured, error) {
+	ri, key, err := r.resolve(t)
+	if err != nil {
+		return nil, key, nil, err
+	}
+	live, err := ri.Get(ctx, t.obj.GetName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return ri, key, nil, nil
+	case err != nil:
+		return nil, key, nil, classify("read "+key.String(), err)
+	}
+	return ri, key, live, nil
 }
 
 // resolve finds t's cluster and resource, settles the manifest's
