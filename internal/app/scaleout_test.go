@@ -25,6 +25,7 @@ import (
 type node struct {
 	name string
 	args []string
+	runs string // the probe's run file ("" for a NATS node)
 	cmd  *exec.Cmd
 	c    *api.Client
 	log  *os.File
@@ -33,7 +34,11 @@ type node struct {
 // start starts n's process; its URL is read by n.connect.
 func (n *node) start(t *testing.T, bin string) <-chan string {
 	t.Helper()
-	n.cmd = exec.Command(bin, n.args...)
+	args := n.args
+	if n.runs != "" {
+		args = append(slices.Clip(args), "--runs", n.runs)
+	}
+	n.cmd = exec.Command(bin, args...)
 	stdout, err := n.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +150,33 @@ func applyAll(t *testing.T, clients []*api.Client, n, gen int) {
 	}
 }
 
+// logExcerpt logs n's lines about membership, partitions and problems
+// from since on (the whole log if since is zero), at most the last 150.
+func logExcerpt(t *testing.T, n *node, since time.Time) {
+	t.Helper()
+	data, err := os.ReadFile(n.log.Name())
+	if err != nil {
+		t.Logf("%s: %v", n.name, err)
+		return
+	}
+	var lines []string
+	for _, line := range strings.Split(string(data), "\n") {
+		ts, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil || at.Before(since) {
+			continue
+		}
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") ||
+			strings.Contains(line, "partition") || strings.Contains(line, "instances") {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) > 150 {
+		lines = lines[len(lines)-150:]
+	}
+	t.Logf("%s's log from %s (%d lines):\n%s", n.name, since.UTC().Format("15:04:05.000"), len(lines), strings.Join(lines, "\n"))
+}
+
 // run is one recorded run of a key.
 type run struct {
 	instance   string
@@ -184,18 +216,32 @@ func readRuns(t *testing.T, path string, cutoff int64, into map[string][]run) {
 
 // TestScaleOut runs three real jetplane processes (the probe: jetplane with
 // a reconciler recording every run in files outside jetplane) on a
-// three-node NATS cluster they form themselves. 10,000 objects are applied
-// and then updated; one process is killed with SIGKILL midway and later
+// three-node NATS cluster with an R3 log. 10,000 objects are applied and
+// then updated; one process is killed with SIGKILL midway and later
 // restarted. Every object must end Ready at its latest generation, no key
 // may run on two instances at overlapping times, the dead instance's
-// partitions must move to the survivors within 10 s, and after the restart
-// the partitions must spread over all three again.
+// partitions must move to the survivors in time, and after the restart the
+// partitions must spread over all three again.
 func TestScaleOut(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a three-process cluster and reconciles 20,000 changes")
+		t.Skip("starts three-process clusters and reconciles 20,000 changes in each")
 	}
-	const objects = 10_000
 	bin := buildProbe(t)
+	// The instances use a NATS cluster of its own processes, as a fleet
+	// sharing a NATS deployment does: the kill leaves the cluster whole,
+	// and the partitions move once the dead instance's heartbeats are
+	// missed (3 s) and claimed: within the 10 s target.
+	t.Run("outside NATS", func(t *testing.T) { scaleOut(t, bin, false, 10*time.Second) })
+	// Each instance embeds one node of the cluster, so the kill takes a
+	// node with it. When that node led the members bucket, the claims wait
+	// for the bucket's new leader, which nats-server elects 4 to 9 s after
+	// the old one died (its timeouts are not configurable): the bound is
+	// 20 s here, and the test logs what it took.
+	t.Run("embedded NATS", func(t *testing.T) { scaleOut(t, bin, true, 20*time.Second) })
+}
+
+func scaleOut(t *testing.T, bin string, embeddedNATS bool, bound time.Duration) {
+	const objects = 10_000
 	// Kept when the test fails: the logs and run files explain it.
 	dir, err := os.MkdirTemp("", "jetplane-scaleout-")
 	if err != nil {
@@ -206,6 +252,35 @@ func TestScaleOut(t *testing.T) {
 	for _, p := range routePorts {
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
 	}
+	natsArgs := func(i int) []string {
+		return []string{"--nats-name", fmt.Sprintf("n%d", i+1), "--nats-cluster", "jp",
+			"--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]), "--nats-routes", strings.Join(routes, ",")}
+	}
+	var natsURLs string
+	if !embeddedNATS {
+		var urls []string
+		for i := range 3 {
+			logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("n%d.log", i+1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer logf.Close()
+			n := &node{name: fmt.Sprintf("n%d", i+1), log: logf,
+				args: append([]string{"--nats-only", "--data", filepath.Join(dir, fmt.Sprintf("n%d", i+1)), "--nats-port", "-1"}, natsArgs(i)...)}
+			url := n.start(t, bin)
+			select {
+			case u := <-url:
+				if u == "" {
+					t.Fatalf("NATS node %s exited; its log is %s", n.name, logf.Name())
+				}
+				urls = append(urls, u)
+			case <-time.After(time.Minute):
+				t.Fatalf("NATS node %s did not start", n.name)
+			}
+		}
+		natsURLs = strings.Join(urls, ",")
+		testenv.WaitForJetStream(t, natsURLs)
+	}
 	nodes := make([]*node, 3)
 	for i := range nodes {
 		name := fmt.Sprintf("i%d", i+1)
@@ -214,15 +289,25 @@ func TestScaleOut(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer logf.Close()
-		nodes[i] = &node{name: name, log: logf, args: []string{
-			"--data", filepath.Join(dir, name), "--runs", filepath.Join(dir, name+".runs"), "--instance", name,
-			"--listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
-			"--nats-name", name, "--nats-cluster", "jp", "--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]),
-			"--nats-routes", strings.Join(routes, ","), "--replicas", "3",
+		n := &node{name: name, log: logf, runs: filepath.Join(dir, name+".runs"), args: []string{
+			"--instance", name, "--listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), "--replicas", "3",
 		}}
+		if embeddedNATS {
+			n.args = append(n.args, "--data", filepath.Join(dir, name))
+			n.args = append(n.args, natsArgs(i)...)
+		} else {
+			n.args = append(n.args, "--nats-url", natsURLs)
+		}
+		nodes[i] = n
 	}
+	var killed time.Time
 	defer func() {
 		if t.Failed() {
+			// CI keeps only the test's output: the instances' own account
+			// of membership and partitions goes there.
+			for _, n := range nodes {
+				logExcerpt(t, n, killed)
+			}
 			t.Logf("logs and run files are in %s", dir)
 			return
 		}
@@ -270,22 +355,20 @@ func TestScaleOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = victim.cmd.Wait()
-	killed := time.Now()
+	killed = time.Now()
 	t.Logf("killed i1 at %s", killed.UTC().Format("15:04:05.000"))
-	eventuallyWithin(t, 30*time.Second, "the survivors to take every partition", spread(nodes[1:]))
+	eventuallyWithin(t, time.Minute, "the survivors to take every partition", spread(nodes[1:]))
 	takeover := time.Since(killed)
 	t.Logf("survivors hold every partition %s after the kill", takeover.Round(time.Millisecond))
-	// The target is 10 s; it holds when the NATS nodes re-elect their
-	// leaders quickly, but an election after a node dies takes 4 to 9 s by
-	// itself (nats-server's timeouts, not configurable), so the bound the
-	// test enforces leaves room for a slow one.
-	if takeover > 20*time.Second {
-		t.Errorf("partitions moved to the survivors %s after the kill; want well within 20s (target 10s)", takeover)
+	if takeover > bound {
+		t.Errorf("partitions moved to the survivors %s after the kill; want at most %s", takeover, bound)
 	}
 
+	applied := time.Now()
 	applyAll(t, clients[1:], objects, 2)
+	t.Logf("updates applied through the survivors in %s", time.Since(applied).Round(time.Millisecond))
 	// Restart i1 on the same data, recording into a new file.
-	victim.args[3] = filepath.Join(dir, "i1-restarted.runs")
+	victim.runs = filepath.Join(dir, "i1-restarted.runs")
 	url := victim.start(t, bin)
 	victim.connect(t, url)
 	restarted := time.Now()
@@ -311,6 +394,7 @@ func TestScaleOut(t *testing.T) {
 		}
 		return notReady == 0
 	})
+	t.Logf("every object Ready at generation 2 %s after the restart", time.Since(restarted).Round(time.Millisecond))
 
 	// No key ran on two instances at overlapping times. A run the kill cut
 	// short counts as running until the kill.

@@ -6,6 +6,10 @@
 //	end   <instance> <key> <generation> <unix-nanos>
 //
 // A run killed part-way leaves a start without an end.
+//
+// With --nats-only it runs just a NATS node (the embedded server, with the
+// cluster flags), for tests whose jetplane processes use an outside NATS
+// cluster (--nats-url): killing one of those leaves the cluster whole.
 package main
 
 import (
@@ -22,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jetplane/jetplane/events/embedded"
 	"github.com/jetplane/jetplane/internal/app"
 	"github.com/jetplane/jetplane/reconcilers"
 	"github.com/jetplane/jetplane/schemas"
@@ -43,6 +48,8 @@ func main() {
 	flag.StringVar(&clusterAt, "nats-cluster-listen", "", "host:port for routes")
 	flag.StringVar(&routes, "nats-routes", "", "route URLs, comma-separated")
 	flag.IntVar(&cfg.Log.Replicas, "replicas", 1, "log replicas")
+	flag.StringVar(&cfg.NATS.URLs, "nats-url", "", "outside NATS cluster to use, comma-separated URLs (no embedded server)")
+	natsOnly := flag.Bool("nats-only", false, "run only the embedded NATS node; print its client URL")
 	flag.Parse()
 	if clusterAt != "" {
 		host, port, err := net.SplitHostPort(clusterAt)
@@ -56,8 +63,12 @@ func main() {
 	if routes != "" {
 		cfg.NATSCluster.Routes = strings.Split(routes, ",")
 	}
-	if runs == "" || cfg.DataDir == "" {
-		fmt.Fprintln(os.Stderr, "probe: --data and --runs are required")
+	if *natsOnly {
+		runNATS(cfg)
+		return
+	}
+	if runs == "" || (cfg.DataDir == "" && cfg.NATS.URLs == "") {
+		fmt.Fprintln(os.Stderr, "probe: --runs and one of --data and --nats-url are required")
 		os.Exit(2)
 	}
 	f, err := os.OpenFile(runs, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -99,4 +110,25 @@ func main() {
 		fmt.Fprintln(os.Stderr, "probe:", err)
 		os.Exit(1)
 	}
+}
+
+// runNATS runs one NATS node until SIGTERM or SIGINT; the first line of
+// stdout is its client URL.
+func runNATS(cfg app.Config) {
+	if cfg.DataDir == "" {
+		fmt.Fprintln(os.Stderr, "probe: --nats-only needs --data")
+		os.Exit(2)
+	}
+	srv, err := embedded.Start(embedded.Config{
+		StoreDir: cfg.DataDir, Port: cfg.NATSPort, ServerName: cfg.NATSName, Cluster: cfg.NATSCluster,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "probe:", err)
+		os.Exit(1)
+	}
+	fmt.Println(srv.ClientURL())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	srv.Shutdown()
 }
