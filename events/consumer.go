@@ -79,7 +79,11 @@ func (l *Log) Consume(ctx context.Context, opts ConsumerOptions, fn func(Deliver
 		pull = append(pull, jetstream.PullPriorityGroup(opts.PriorityGroup),
 			jetstream.PullExpiry(opts.PinnedTTL/2))
 	}
-	cons, err := l.stream.CreateOrUpdateConsumer(ctx, cfg)
+	// Bounded: a request sent while the stream elects a leader may go
+	// unanswered, and the caller's next attempt may find the new one.
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	cons, err := l.stream.CreateOrUpdateConsumer(cctx, cfg)
+	cancel()
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", opts.Name, err)
 	}

@@ -218,7 +218,7 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members *events
 			log.Warn("partition consumer stopped; reading it again", "err", err)
 			select {
 			case <-ctx.Done():
-			case <-time.After(time.Second):
+			case <-time.After(250 * time.Millisecond):
 			}
 		}
 	}
