@@ -161,13 +161,9 @@ func (l *Log) watchMembers(ctx context.Context, opts MemberOptions) (<-chan memb
 	go func() {
 		defer t.Stop()
 		for {
-			msg, err := t.Next()
+			msg, meta, err := t.Next()
 			if err != nil {
 				return // ctx ended
-			}
-			meta, err := msg.Metadata()
-			if err != nil {
-				continue
 			}
 			op := msg.Headers().Get("KV-Operation")
 			u := memberUpdate{

@@ -80,7 +80,7 @@ type ReadOptions struct {
 
 // Read delivers events to fn in log order.
 func (l *Log) Read(ctx context.Context, opts ReadOptions, fn Handler) error {
-	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy, InactiveThreshold: time.Minute}
+	cfg := jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
 	if opts.From > 1 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = opts.From
@@ -88,37 +88,17 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn Handler) error {
 	if opts.Filter != "" {
 		cfg.FilterSubjects = []string{opts.Filter}
 	}
-	var next func() (jetstream.Msg, error)
-	if opts.Follow {
-		// A follower outlives leader elections: it goes on from where it
-		// was on a new consumer within about a second of the log having a
-		// leader again. Heartbeats every 1.5 s tell it its server died.
-		t, err := openTail(ctx, l.js, StreamName, jetstream.ConsumerConfig{
-			DeliverPolicy: cfg.DeliverPolicy, OptStartSeq: cfg.OptStartSeq, FilterSubjects: cfg.FilterSubjects,
-		}, 2*time.Second, jetstream.PullMaxMessages(4096), jetstream.PullExpiry(6*time.Second), jetstream.PullHeartbeat(1500*time.Millisecond))
-		if err != nil {
-			return fmt.Errorf("read log: %w", err)
-		}
-		defer t.Stop()
-		next = t.Next
-	} else {
-		cons, err := l.stream.OrderedConsumer(ctx, cfg)
-		if err != nil {
-			return fmt.Errorf("read log: %w", err)
-		}
-		if cons.CachedInfo().NumPending == 0 {
-			return nil
-		}
-		it, err := cons.Messages(jetstream.PullMaxMessages(4096))
-		if err != nil {
-			return fmt.Errorf("read log: %w", err)
-		}
-		defer it.Stop()
-		// Messages blocks without a context; stopping the iterator
-		// unblocks it.
-		stop := context.AfterFunc(ctx, it.Stop)
-		defer stop()
-		next = func() (jetstream.Msg, error) { return it.Next() }
+	// A read outlives leader elections: it goes on from where it was on a
+	// new consumer within about a second of the log having a leader again.
+	// Heartbeats every 1.5 s tell it that its server died.
+	t, err := openTail(ctx, l.js, StreamName, cfg, 2*time.Second,
+		jetstream.PullMaxMessages(4096), jetstream.PullExpiry(6*time.Second), jetstream.PullHeartbeat(1500*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("read log: %w", err)
+	}
+	defer t.Stop()
+	if !opts.Follow && t.pending == 0 {
+		return nil
 	}
 
 	// Two stages overlap: a goroutine pulls messages in batches while the
@@ -130,7 +110,7 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn Handler) error {
 	defer close(quit)
 	go func() {
 		defer close(batches)
-		pullErr <- pull(next, opts.Follow, batches, quit)
+		pullErr <- pull(t, opts.Follow, batches, quit)
 	}()
 	for b := range batches {
 		for _, m := range b {
@@ -139,7 +119,7 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn Handler) error {
 			}
 		}
 	}
-	err := <-pullErr
+	err = <-pullErr
 	if err != nil && ctx.Err() != nil {
 		if opts.Follow {
 			return ctx.Err()
@@ -154,17 +134,13 @@ type rawBatch []Message
 
 const pullBatch = 512
 
-// pull moves messages from it into batches until the log's end (unless
+// pull moves messages from t into batches until the log's end (unless
 // follow), an error, or quit. A batch is handed over when full or when no
 // more messages are waiting, so a follower sees each event at once.
-func pull(next func() (jetstream.Msg, error), follow bool, out chan<- rawBatch, quit <-chan struct{}) error {
+func pull(t *tail, follow bool, out chan<- rawBatch, quit <-chan struct{}) error {
 	b := make(rawBatch, 0, pullBatch)
 	for {
-		msg, err := next()
-		if err != nil {
-			return fmt.Errorf("read log: %w", err)
-		}
-		meta, err := msg.Metadata()
+		msg, meta, err := t.Next()
 		if err != nil {
 			return fmt.Errorf("read log: %w", err)
 		}

@@ -34,8 +34,9 @@ type tail struct {
 	name   string
 	next   uint64 // stream sequence to go on from (0: as cfg says)
 	dseq   uint64 // consumer sequence of the last message returned
-	// Reopened counts the consumers created after the first.
-	Reopened int
+	// pending is how many messages the first consumer had to deliver
+	// when created.
+	pending uint64
 }
 
 // openTail creates the first consumer. It fails if that fails, so that a
@@ -49,7 +50,7 @@ func openTail(ctx context.Context, js jetstream.JetStream, stream string, cfg je
 	}
 	t := &tail{js: js, stream: stream, cfg: cfg, pull: pull, attempt: attempt}
 	t.ctx, t.cancel = context.WithCancel(ctx)
-	if err := t.open(attempt); err != nil {
+	if err := t.retry(true); err != nil {
 		t.cancel()
 		return nil, err
 	}
@@ -81,6 +82,9 @@ func (t *tail) open(bound time.Duration) error {
 		return fmt.Errorf("read %s: %w", t.stream, err)
 	}
 	t.it, t.name, t.dseq = it, cons.CachedInfo().Name, 0
+	if t.next == 0 {
+		t.pending = cons.CachedInfo().NumPending
+	}
 	t.stop = context.AfterFunc(t.ctx, it.Stop)
 	return nil
 }
@@ -110,13 +114,13 @@ func (t *tail) close() {
 // called from any goroutine.
 func (t *tail) Stop() { t.cancel() }
 
-// Next returns the next message, waiting for it. It returns an error only
-// when the context ends.
-func (t *tail) Next() (jetstream.Msg, error) {
+// Next returns the next message and its metadata, waiting for it. It
+// returns an error only when the context ends or the stream is gone.
+func (t *tail) Next() (jetstream.Msg, *jetstream.MsgMetadata, error) {
 	for {
 		if t.it == nil {
-			if err := t.reopen(); err != nil {
-				return nil, err
+			if err := t.retry(false); err != nil {
+				return nil, nil, err
 			}
 		}
 		msg, err := t.it.Next()
@@ -125,38 +129,41 @@ func (t *tail) Next() (jetstream.Msg, error) {
 			if merr == nil && meta.Sequence.Consumer == t.dseq+1 {
 				t.dseq = meta.Sequence.Consumer
 				t.next = meta.Sequence.Stream + 1
-				return msg, nil
+				return msg, meta, nil
 			}
 			// A gap (messages dropped on the way): read again from the
 			// last one returned.
 		}
-		if t.ctx.Err() != nil {
-			t.close()
-			return nil, t.ctx.Err()
-		}
 		t.close()
+		// A pause, so that a read failing at once does not spin.
+		select {
+		case <-t.ctx.Done():
+			return nil, nil, t.ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 
-// reopen creates a consumer going on from the last message returned,
-// retrying until it succeeds or the context ends. An attempt that timed out
-// makes the next one longer (up to four times), for a server too loaded to
-// answer within the first bound.
-func (t *tail) reopen() error {
+// retry creates a consumer going on from the last message returned,
+// until it succeeds or the context ends. An attempt that timed out makes
+// the next one longer (up to four times the first), for a server too
+// loaded to answer within the first bound. Other failures are retried too
+// (the stream may have no leader for a while), except on the first
+// creation, where they are returned: a missing stream or a bad filter.
+func (t *tail) retry(first bool) error {
 	bound := t.attempt
 	for {
 		err := t.open(bound)
-		if errors.Is(err, context.DeadlineExceeded) {
-			bound = min(2*bound, 4*t.attempt)
-		}
 		if err == nil {
-			t.Reopened++
 			return nil
 		}
 		if t.ctx.Err() != nil {
 			return t.ctx.Err()
 		}
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
+		timedOut := errors.Is(err, context.DeadlineExceeded)
+		if timedOut {
+			bound = min(2*bound, 4*t.attempt)
+		} else if first || errors.Is(err, jetstream.ErrStreamNotFound) {
 			return err
 		}
 		select {

@@ -75,7 +75,9 @@ func (n *node) connect(t *testing.T, url <-chan string) {
 		t.Fatalf("%s did not start; its log is %s", n.name, n.log.Name())
 	}
 	eventuallyWithin(t, 3*time.Minute, n.name+" ready", func() bool {
-		_, err := n.c.List(context.Background(), api.Query{Kind: "Probe"})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := n.c.List(ctx, api.Query{Kind: "Probe"})
 		return err == nil
 	})
 }
@@ -135,7 +137,10 @@ func applyAll(t *testing.T, clients []*api.Client, n, gen int) {
 			// apply is idempotent, so retry it.
 			var err error
 			for range 20 {
-				if _, err = c.Apply(context.Background(), "scale", probeDocs(from, min(from+500, n), gen), ""); err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				_, err = c.Apply(ctx, "scale", probeDocs(from, min(from+500, n), gen), "")
+				cancel()
+				if err == nil {
 					return
 				}
 				time.Sleep(500 * time.Millisecond)
@@ -378,7 +383,9 @@ func scaleOut(t *testing.T, bin string, embeddedNATS bool, bound time.Duration) 
 	// Every object reaches Ready at its latest generation.
 	var notReady int
 	eventuallyWithin(t, 5*time.Minute, "every object Ready at generation 2", func() bool {
-		list, err := nodes[1].c.List(context.Background(), api.Query{Kind: "Probe"})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		list, err := nodes[1].c.List(ctx, api.Query{Kind: "Probe"})
 		if err != nil || len(list.Items) != objects {
 			return false
 		}
@@ -434,11 +441,22 @@ func scaleOut(t *testing.T, bin string, embeddedNATS bool, bound time.Duration) 
 
 	// Every status write was made by an instance that had run the key:
 	// sample the histories.
+	sampled := time.Now()
+	defer func() { t.Logf("histories sampled in %s", time.Since(sampled).Round(time.Millisecond)) }()
 	for i := 0; i < objects; i += 97 {
 		k := api.Key{Kind: "Probe", Namespace: "scale", Name: fmt.Sprint("o-", i)}
-		h, err := nodes[2].c.History(context.Background(), k)
-		if err != nil {
-			t.Fatal(err)
+		// Bounded attempts: a request is never left waiting for ever.
+		var h *api.HistoryResponse
+		for attempt := 1; ; attempt++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			h, err = nodes[2].c.History(ctx, k)
+			cancel()
+			if err == nil {
+				break
+			}
+			if attempt == 3 {
+				t.Fatalf("history of %s: %v", k.Name, err)
+			}
 		}
 		for _, raw := range h.Events {
 			ev, err := api.DecodeEvent(raw)
