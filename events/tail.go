@@ -39,8 +39,9 @@ type tail struct {
 	pending uint64
 }
 
-// openTail creates the first consumer. It fails if that fails, so that a
-// caller learns of a missing stream or a bad filter at once.
+// openTail creates the first consumer, retrying attempts that time out
+// until ctx ends; any other failure is returned at once, so that a caller
+// learns of a missing stream or a bad filter.
 func openTail(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig, attempt time.Duration, pull ...jetstream.PullMessagesOpt) (*tail, error) {
 	cfg.AckPolicy = jetstream.AckNonePolicy
 	cfg.MemoryStorage = true
