@@ -119,6 +119,7 @@ type Queue struct {
 	entries map[string]*entry
 	ready   []*entry // FIFO; entries removed lazily keep state != ready
 	head    int
+	nready  int // entries in state ready (the FIFO also holds stale ones)
 	timers  timerHeap
 	running int
 }
@@ -173,6 +174,7 @@ func (q *Queue) AddAfter(key string, at time.Time) {
 
 func (q *Queue) push(e *entry) {
 	e.state = ready
+	q.nready++
 	q.ready = append(q.ready, e)
 }
 
@@ -208,6 +210,7 @@ func (q *Queue) Next(now time.Time) (string, bool) {
 			continue
 		}
 		e.state = running
+		q.nready--
 		q.running++
 		return e.key, true
 	}
@@ -312,6 +315,8 @@ func (q *Queue) Forget(key string) {
 		return
 	case scheduled:
 		heap.Remove(&q.timers, e.index)
+	case ready:
+		q.nready-- // its FIFO slot goes stale
 	}
 	e.state = idle
 	delete(q.entries, key)
@@ -331,15 +336,9 @@ type Stats struct {
 	Ready, Scheduled, Running int
 }
 
-// Stats counts keys by state.
+// Stats counts keys by state, in constant time.
 func (q *Queue) Stats() Stats {
-	s := Stats{Scheduled: len(q.timers), Running: q.running}
-	for _, e := range q.ready[q.head:] {
-		if e != nil && e.state == ready {
-			s.Ready++
-		}
-	}
-	return s
+	return Stats{Ready: q.nready, Scheduled: len(q.timers), Running: q.running}
 }
 
 // timerHeap orders scheduled entries by due time.

@@ -255,7 +255,7 @@ func TestNoTriggerLost(t *testing.T) {
 		owed := map[string]bool{} // added since the key's last run started
 		now := t0
 		for step := range 2000 {
-			switch r.IntN(3) {
+			switch r.IntN(4) {
 			case 0:
 				k := keys[r.IntN(len(keys))]
 				q.Add(k)
@@ -275,6 +275,21 @@ func TestNoTriggerLost(t *testing.T) {
 					delete(running, k)
 					break
 				}
+			case 3:
+				// The object left current state: its adds are moot.
+				k := keys[r.IntN(len(keys))]
+				q.Forget(k)
+				owed[k] = false
+			}
+			// The constant-time counts agree with the entries.
+			want := Stats{Scheduled: len(q.timers), Running: len(running)}
+			for _, e := range q.entries {
+				if e.state == ready {
+					want.Ready++
+				}
+			}
+			if got := q.Stats(); got != want {
+				t.Fatalf("seed %d step %d: stats %+v, entries say %+v", seed, step, got, want)
 			}
 			now = now.Add(time.Millisecond)
 		}
