@@ -154,6 +154,7 @@ func (b binary) ensure(ctx context.Context, logf func(string, ...any)) (string, 
 		return "", fmt.Errorf("%s: %w", b.name, err)
 	}
 	if isFile(path) {
+		used(path)
 		return path, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -191,7 +192,40 @@ func (b binary) ensure(ctx context.Context, logf func(string, ...any)) (string, 
 		return "", err
 	}
 	logf("built %s %s in %s", b.name, version, time.Since(start).Round(time.Second))
+	prune(b.name, path, logf)
 	return path, nil
+}
+
+// unusedFor is how long a cached build may go unused before a new build of
+// the same binary removes it. Builds of other versions or tools modules
+// (another checkout, an older branch) stay that long, so switching between
+// them does not rebuild each time.
+const unusedFor = 30 * 24 * time.Hour
+
+// used marks a cached binary as just used (its modification time), for
+// prune.
+func used(path string) {
+	now := time.Now()
+	_ = os.Chtimes(path, now, now)
+}
+
+// prune removes cached builds of binary name other than keep that have not
+// been used for unusedFor, with their lock files.
+func prune(name, keep string, logf func(string, ...any)) {
+	others, _ := filepath.Glob(filepath.Join(filepath.Dir(keep), name+"-*"))
+	for _, f := range others {
+		if f == keep || filepath.Ext(f) == ".lock" || filepath.Ext(f) == ".tmp" {
+			continue
+		}
+		info, err := os.Stat(f)
+		if err != nil || time.Since(info.ModTime()) < unusedFor {
+			continue
+		}
+		if err := os.Remove(f); err == nil {
+			_ = os.Remove(f + ".lock")
+			logf("removed %s, unused since %s", f, info.ModTime().Format(time.DateOnly))
+		}
+	}
 }
 
 // requiredVersion returns the version of module mod that go.mod requires,
