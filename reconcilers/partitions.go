@@ -209,13 +209,21 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members *events
 	keys := ps.enqueue(p)
 	log.Info("partition taken", "keys", keys, "waited", time.Since(asked).Round(time.Millisecond))
 	consumer := rt.cfg.Consumer + "-" + strconv.Itoa(p)
-	for ctx.Err() == nil {
+	for failures := 0; ctx.Err() == nil; {
+		began := time.Now()
 		err := rt.cfg.Log.Consume(ctx, events.ConsumerOptions{
 			Name: consumer, Filter: events.PartitionFilter(p),
 			PriorityGroup: priorityGroup, PinnedTTL: rt.cfg.PinnedTTL,
 		}, rt.trigger)
 		if ctx.Err() == nil {
-			log.Warn("partition consumer stopped; reading it again", "err", err)
+			// While NATS elects a leader every attempt fails: say so at
+			// the first and then every tenth.
+			if time.Since(began) > time.Minute {
+				failures = 0
+			}
+			if failures++; failures == 1 || failures%10 == 0 {
+				log.Warn("partition consumer stopped; reading it again", "err", err, "attempts", failures)
+			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(250 * time.Millisecond):
