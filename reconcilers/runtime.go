@@ -528,6 +528,9 @@ func (c *controller) finish(key string, r queue.Result, covered []events.Deliver
 	}
 }
 
+// statusWriteTimeout bounds one status write.
+const statusWriteTimeout = 5 * time.Second
+
 // record writes the run's status (or the end of a deletion) with
 // optimistic concurrency on the version the run read. A conflict means
 // the object changed under the run: it runs again at once.
@@ -545,7 +548,14 @@ func (c *controller) record(ctx context.Context, k projections.Key, obj *schemas
 		ev.Type = schemas.EventType_EVENT_TYPE_STATUS_CHANGED
 		ev.Object = &schemas.Object{Status: st}
 	}
-	res, err := rt.cfg.Log.Append(ctx, events.Entry{Event: ev, Expect: obj.GetMetadata().GetResourceVersion()})
+	// Bounded: a write sent while the log elects a leader goes unanswered,
+	// and waiting out the client's default (15 s) would hold the worker,
+	// and with every worker the whole kind, long after the election. A
+	// write that landed all the same makes the next run's write conflict
+	// and that run read it.
+	wctx, cancel := context.WithTimeout(ctx, statusWriteTimeout)
+	res, err := rt.cfg.Log.Append(wctx, events.Entry{Event: ev, Expect: obj.GetMetadata().GetResourceVersion()})
+	cancel()
 	switch {
 	case err == nil:
 		// The key's next run reads at least this status: reading an older
