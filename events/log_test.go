@@ -295,3 +295,48 @@ func TestReadRefusesKeyMismatch(t *testing.T) {
 		}
 	}
 }
+
+// A read its handler ends early leaves no consumer behind on the server.
+func TestReadEndedEarlyRemovesItsConsumer(t *testing.T) {
+	_, nc := testenv.NATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := events.Open(ctx, nc, events.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := l.Append(ctx, events.Entry{Event: event(key(fmt.Sprint("k", i)), ""), Expect: events.AnyVersion}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := errors.New("enough")
+	for _, follow := range []bool{false, true} {
+		err := l.Read(ctx, events.ReadOptions{Follow: follow}, func(events.Message) error { return stop })
+		if !errors.Is(err, stop) {
+			t.Fatalf("read (follow %v) = %v, want the handler's error", follow, err)
+		}
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, events.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var names []string
+		for n := range stream.ConsumerNames(ctx).Name() {
+			names = append(names, n)
+		}
+		if len(names) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consumers left behind: %v", names)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

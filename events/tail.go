@@ -86,7 +86,13 @@ func (t *tail) open(bound time.Duration) error {
 	if t.next == 0 {
 		t.pending = cons.CachedInfo().NumPending
 	}
-	t.stop = context.AfterFunc(t.ctx, it.Stop)
+	// When the read ends, the consumer goes at once, even if Next is not
+	// called again (a reader that stopped reading).
+	name := t.name
+	t.stop = context.AfterFunc(t.ctx, func() {
+		it.Stop()
+		t.remove(name)
+	})
 	return nil
 }
 
@@ -105,9 +111,10 @@ func (t *tail) close() {
 	if t.it == nil {
 		return
 	}
-	t.stop()
-	t.it.Stop()
-	t.remove(t.name)
+	if t.stop() { // else the read's end stopped and removed it
+		t.it.Stop()
+		t.remove(t.name)
+	}
 	t.it = nil
 }
 
