@@ -111,6 +111,20 @@ func Fold(cur *schemas.ObjectRecord, ev *schemas.EventRecord) *schemas.ObjectRec
 		status.Goal = cur.GetStatus().GetGoal()
 		next.Status = status
 		return next
+	case schemas.EventType_EVENT_TYPE_BOUND:
+		// A binding places a pod: the event carries the pod's spec with
+		// nodeName set, written by the scheduler with optimistic
+		// concurrency on the pod. It replaces the spec and nothing else
+		// (metadata, generation and status stay: binding is not a change
+		// of desired state by a user).
+		if cur == nil {
+			return nil
+		}
+		next := revise(cur, ev.Sequence)
+		if spec := ev.GetObject().GetSpec(); spec != nil {
+			next.Spec = spec
+		}
+		return next
 	case schemas.EventType_EVENT_TYPE_FINALIZED:
 		if otherUID(cur, ev.GetObject()) {
 			return cur

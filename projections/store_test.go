@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/jetplane/jetplane/schemas"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 func applied(seq uint64, name string, labels map[string]string, deps ...string) *schemas.EventRecord {
@@ -130,5 +132,41 @@ func TestWatchResumeAndGone(t *testing.T) {
 	defer stop0()
 	if c := <-ch0; c.Type != Added || c.Key.Name != "o2" {
 		t.Fatalf("watch from 0 starts with %s %s, want ADDED o2", c.Type, c.Key.Name)
+	}
+}
+
+// A Bound event replaces the pod's spec (nodeName set) and keeps its
+// generation and status: binding is not a user's change of desired state.
+func TestFoldBound(t *testing.T) {
+	pod := func(node string) []byte {
+		spec, err := structpb.NewStruct(map[string]any{"nodeName": node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := proto.Marshal(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	key := &schemas.ObjectKey{Kind: "Pod", Namespace: "ns", Name: "p"}
+	s := NewStore(StoreOptions{})
+	s.Apply(&schemas.EventRecord{Sequence: 1, Type: schemas.EventType_EVENT_TYPE_BOUND, Key: key,
+		Object: &schemas.ObjectRecord{Spec: pod("n1")}})
+	if s.Len() != 0 {
+		t.Fatal("a binding of an absent pod created it")
+	}
+	s.Apply(&schemas.EventRecord{Sequence: 2, Type: schemas.EventType_EVENT_TYPE_APPLIED, Key: key,
+		Object: &schemas.ObjectRecord{Kind: "Pod", Metadata: &schemas.ObjectMeta{Generation: 1}, Spec: pod("")}})
+	s.Apply(&schemas.EventRecord{Sequence: 3, Type: schemas.EventType_EVENT_TYPE_STATUS_CHANGED, Key: key,
+		Object: &schemas.ObjectRecord{Status: &schemas.Status{Phase: "Pending"}}})
+	s.Apply(&schemas.EventRecord{Sequence: 4, Type: schemas.EventType_EVENT_TYPE_BOUND, Key: key,
+		Object: &schemas.ObjectRecord{Spec: pod("n1")}})
+	got := s.Get(Key{"Pod", "ns", "p"})
+	if n := got.GetSpec().GetFields()["nodeName"].GetStringValue(); n != "n1" {
+		t.Fatalf("nodeName %q after Bound, want n1", n)
+	}
+	if got.Metadata.Generation != 1 || got.Status.GetPhase() != "Pending" || got.Metadata.ResourceVersion != 4 {
+		t.Fatalf("Bound changed more than the spec: %v", got)
 	}
 }

@@ -9,6 +9,7 @@ package schemas
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -107,7 +108,11 @@ type Event struct {
 	Cause string `protobuf:"bytes,7,opt,name=cause,proto3" json:"cause,omitempty"`
 	// sequence is the log sequence of the event. It is not stored in the
 	// payload (the log assigns it); readers fill it in.
-	Sequence      uint64 `protobuf:"varint,8,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Sequence uint64 `protobuf:"varint,8,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// detail is what the event's type records beyond the object: for BOUND,
+	// the scheduling decision that placed the pod (feasible nodes, filter
+	// rejections by reason, top scores, profile and plugin versions).
+	Detail        *structpb.Struct `protobuf:"bytes,9,opt,name=detail,proto3" json:"detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -198,6 +203,13 @@ func (x *Event) GetSequence() uint64 {
 	return 0
 }
 
+func (x *Event) GetDetail() *structpb.Struct {
+	if x != nil {
+		return x.Detail
+	}
+	return nil
+}
+
 // EventRecord is Event as projections fold it: identical on the wire, but
 // the object's spec stays encoded (see ObjectRecord).
 type EventRecord struct {
@@ -210,6 +222,7 @@ type EventRecord struct {
 	Time          *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=time,proto3" json:"time,omitempty"`
 	Cause         string                 `protobuf:"bytes,7,opt,name=cause,proto3" json:"cause,omitempty"`
 	Sequence      uint64                 `protobuf:"varint,8,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Detail        *structpb.Struct       `protobuf:"bytes,9,opt,name=detail,proto3" json:"detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -298,6 +311,13 @@ func (x *EventRecord) GetSequence() uint64 {
 		return x.Sequence
 	}
 	return 0
+}
+
+func (x *EventRecord) GetDetail() *structpb.Struct {
+	if x != nil {
+		return x.Detail
+	}
+	return nil
 }
 
 // ObjectRecord is Object with its spec left encoded: a Struct field and
@@ -500,7 +520,7 @@ var File_jetplane_v1_event_proto protoreflect.FileDescriptor
 
 const file_jetplane_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x17jetplane/v1/event.proto\x12\vjetplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18jetplane/v1/object.proto\"\x92\x02\n" +
+	"\x17jetplane/v1/event.proto\x12\vjetplane.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18jetplane/v1/object.proto\"\xc3\x02\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x16.jetplane.v1.EventTypeR\x04type\x12(\n" +
@@ -509,7 +529,8 @@ const file_jetplane_v1_event_proto_rawDesc = "" +
 	"\x05actor\x18\x05 \x01(\tR\x05actor\x12.\n" +
 	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
 	"\x05cause\x18\a \x01(\tR\x05cause\x12\x1a\n" +
-	"\bsequence\x18\b \x01(\x04R\bsequence\"\x9e\x02\n" +
+	"\bsequence\x18\b \x01(\x04R\bsequence\x12/\n" +
+	"\x06detail\x18\t \x01(\v2\x17.google.protobuf.StructR\x06detail\"\xcf\x02\n" +
 	"\vEventRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x16.jetplane.v1.EventTypeR\x04type\x12(\n" +
@@ -518,7 +539,8 @@ const file_jetplane_v1_event_proto_rawDesc = "" +
 	"\x05actor\x18\x05 \x01(\tR\x05actor\x12.\n" +
 	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
 	"\x05cause\x18\a \x01(\tR\x05cause\x12\x1a\n" +
-	"\bsequence\x18\b \x01(\x04R\bsequence\"\xb9\x01\n" +
+	"\bsequence\x18\b \x01(\x04R\bsequence\x12/\n" +
+	"\x06detail\x18\t \x01(\v2\x17.google.protobuf.StructR\x06detail\"\xb9\x01\n" +
 	"\fObjectRecord\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12\x12\n" +
@@ -566,29 +588,32 @@ var file_jetplane_v1_event_proto_goTypes = []any{
 	(*ObjectKey)(nil),             // 6: jetplane.v1.ObjectKey
 	(*Object)(nil),                // 7: jetplane.v1.Object
 	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
-	(*ObjectMeta)(nil),            // 9: jetplane.v1.ObjectMeta
-	(*Status)(nil),                // 10: jetplane.v1.Status
+	(*structpb.Struct)(nil),       // 9: google.protobuf.Struct
+	(*ObjectMeta)(nil),            // 10: jetplane.v1.ObjectMeta
+	(*Status)(nil),                // 11: jetplane.v1.Status
 }
 var file_jetplane_v1_event_proto_depIdxs = []int32{
 	0,  // 0: jetplane.v1.Event.type:type_name -> jetplane.v1.EventType
 	6,  // 1: jetplane.v1.Event.key:type_name -> jetplane.v1.ObjectKey
 	7,  // 2: jetplane.v1.Event.object:type_name -> jetplane.v1.Object
 	8,  // 3: jetplane.v1.Event.time:type_name -> google.protobuf.Timestamp
-	0,  // 4: jetplane.v1.EventRecord.type:type_name -> jetplane.v1.EventType
-	6,  // 5: jetplane.v1.EventRecord.key:type_name -> jetplane.v1.ObjectKey
-	3,  // 6: jetplane.v1.EventRecord.object:type_name -> jetplane.v1.ObjectRecord
-	8,  // 7: jetplane.v1.EventRecord.time:type_name -> google.protobuf.Timestamp
-	9,  // 8: jetplane.v1.ObjectRecord.metadata:type_name -> jetplane.v1.ObjectMeta
-	10, // 9: jetplane.v1.ObjectRecord.status:type_name -> jetplane.v1.Status
-	8,  // 10: jetplane.v1.Snapshot.time:type_name -> google.protobuf.Timestamp
-	5,  // 11: jetplane.v1.Snapshot.entries:type_name -> jetplane.v1.SnapshotEntry
-	6,  // 12: jetplane.v1.SnapshotEntry.key:type_name -> jetplane.v1.ObjectKey
-	3,  // 13: jetplane.v1.SnapshotEntry.object:type_name -> jetplane.v1.ObjectRecord
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	9,  // 4: jetplane.v1.Event.detail:type_name -> google.protobuf.Struct
+	0,  // 5: jetplane.v1.EventRecord.type:type_name -> jetplane.v1.EventType
+	6,  // 6: jetplane.v1.EventRecord.key:type_name -> jetplane.v1.ObjectKey
+	3,  // 7: jetplane.v1.EventRecord.object:type_name -> jetplane.v1.ObjectRecord
+	8,  // 8: jetplane.v1.EventRecord.time:type_name -> google.protobuf.Timestamp
+	9,  // 9: jetplane.v1.EventRecord.detail:type_name -> google.protobuf.Struct
+	10, // 10: jetplane.v1.ObjectRecord.metadata:type_name -> jetplane.v1.ObjectMeta
+	11, // 11: jetplane.v1.ObjectRecord.status:type_name -> jetplane.v1.Status
+	8,  // 12: jetplane.v1.Snapshot.time:type_name -> google.protobuf.Timestamp
+	5,  // 13: jetplane.v1.Snapshot.entries:type_name -> jetplane.v1.SnapshotEntry
+	6,  // 14: jetplane.v1.SnapshotEntry.key:type_name -> jetplane.v1.ObjectKey
+	3,  // 15: jetplane.v1.SnapshotEntry.object:type_name -> jetplane.v1.ObjectRecord
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_jetplane_v1_event_proto_init() }

@@ -313,8 +313,12 @@ type Status struct {
 	ObservedGeneration int64                  `protobuf:"varint,4,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
 	Message            string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
 	NextRunTime        *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=next_run_time,json=nextRunTime,proto3" json:"next_run_time,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// details is the kind's own status in its own shape (for Pod and Node,
+	// the fields of Kubernetes' v1 PodStatus and NodeStatus), written by the
+	// kind's reconciler or agent beside the common fields above.
+	Details       *structpb.Struct `protobuf:"bytes,7,opt,name=details,proto3" json:"details,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Status) Reset() {
@@ -385,6 +389,13 @@ func (x *Status) GetMessage() string {
 func (x *Status) GetNextRunTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.NextRunTime
+	}
+	return nil
+}
+
+func (x *Status) GetDetails() *structpb.Struct {
+	if x != nil {
+		return x.Details
 	}
 	return nil
 }
@@ -507,7 +518,7 @@ const file_jetplane_v1_object_proto_rawDesc = "" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12L\n" +
-	"\x14last_transition_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\"\xf5\x01\n" +
+	"\x14last_transition_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\"\xa8\x02\n" +
 	"\x06Status\x12\x12\n" +
 	"\x04goal\x18\x01 \x01(\tR\x04goal\x12\x14\n" +
 	"\x05phase\x18\x02 \x01(\tR\x05phase\x126\n" +
@@ -516,7 +527,8 @@ const file_jetplane_v1_object_proto_rawDesc = "" +
 	"conditions\x12/\n" +
 	"\x13observed_generation\x18\x04 \x01(\x03R\x12observedGeneration\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x12>\n" +
-	"\rnext_run_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vnextRunTime\"\xcc\x01\n" +
+	"\rnext_run_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vnextRunTime\x121\n" +
+	"\adetails\x18\a \x01(\v2\x17.google.protobuf.StructR\adetails\"\xcc\x01\n" +
 	"\x06Object\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12\x12\n" +
@@ -558,14 +570,15 @@ var file_jetplane_v1_object_proto_depIdxs = []int32{
 	7,  // 5: jetplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
 	2,  // 6: jetplane.v1.Status.conditions:type_name -> jetplane.v1.Condition
 	7,  // 7: jetplane.v1.Status.next_run_time:type_name -> google.protobuf.Timestamp
-	1,  // 8: jetplane.v1.Object.metadata:type_name -> jetplane.v1.ObjectMeta
-	8,  // 9: jetplane.v1.Object.spec:type_name -> google.protobuf.Struct
-	3,  // 10: jetplane.v1.Object.status:type_name -> jetplane.v1.Status
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	8,  // 8: jetplane.v1.Status.details:type_name -> google.protobuf.Struct
+	1,  // 9: jetplane.v1.Object.metadata:type_name -> jetplane.v1.ObjectMeta
+	8,  // 10: jetplane.v1.Object.spec:type_name -> google.protobuf.Struct
+	3,  // 11: jetplane.v1.Object.status:type_name -> jetplane.v1.Status
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_jetplane_v1_object_proto_init() }
