@@ -1,8 +1,12 @@
 package events
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 )
@@ -13,7 +17,9 @@ type ConnectOptions struct {
 	URLs string
 	// Name identifies the connection in server monitoring.
 	Name string
-	// CredsFile is a NATS credentials file (JWT and seed).
+	// CredsFile is a NATS credentials file: a JWT and seed, or a
+	// credential from `jetplane creds create` (an NKey seed and the
+	// inbox prefix its permissions require).
 	CredsFile string
 	// CAFile, CertFile and KeyFile configure TLS: a CA to trust and an
 	// optional client certificate.
@@ -27,7 +33,11 @@ func Connect(o ConnectOptions) (*nats.Conn, error) {
 	}
 	opts := []nats.Option{nats.Name(o.Name), nats.MaxReconnects(-1)}
 	if o.CredsFile != "" {
-		opts = append(opts, nats.UserCredentials(o.CredsFile))
+		co, err := CredsOptions(o.CredsFile)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, co...)
 	}
 	if o.CAFile != "" {
 		opts = append(opts, nats.RootCAs(o.CAFile))
@@ -43,4 +53,30 @@ func Connect(o ConnectOptions) (*nats.Conn, error) {
 		return nil, fmt.Errorf("connect to nats %s: %w", o.URLs, err)
 	}
 	return nc, nil
+}
+
+// CredsOptions are the nats.go options that connect with the credentials
+// file at path: a NATS JWT credentials file, or an NKey seed file such as
+// `jetplane creds create` writes, whose "# inbox-prefix:" comment names
+// the only inbox its permissions let it read.
+func CredsOptions(path string) ([]nats.Option, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("nats credentials: %w", err)
+	}
+	if bytes.Contains(data, []byte("BEGIN NATS USER JWT")) {
+		return []nats.Option{nats.UserCredentials(path)}, nil
+	}
+	nk, err := nats.NkeyOptionFromSeed(path)
+	if err != nil {
+		return nil, fmt.Errorf("nats credentials %s: %w", path, err)
+	}
+	opts := []nats.Option{nk}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if p, ok := strings.CutPrefix(sc.Text(), "# inbox-prefix: "); ok && strings.TrimSpace(p) != "_INBOX" {
+			opts = append(opts, nats.CustomInboxPrefix(strings.TrimSpace(p)))
+		}
+	}
+	return opts, nil
 }

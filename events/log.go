@@ -29,6 +29,10 @@ type Config struct {
 	MaxBytes int64
 	// DuplicateWindow is how long an event id is remembered for dedupe.
 	DuplicateWindow time.Duration
+	// RequireAppendOnly refuses an existing stream that allows deleting or
+	// purging events (ErrNotAppendOnly) instead of turning the denials
+	// on: on an outside NATS, such a stream may already have lost events.
+	RequireAppendOnly bool
 }
 
 func (c Config) withDefaults() Config {
@@ -85,6 +89,10 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 		// would split keys across partitions, so an existing stream keeps it.
 		if p := partitionsOf(s.CachedInfo().Config); p > 0 {
 			partitions = p
+		}
+		if c := s.CachedInfo().Config; cfg.RequireAppendOnly && (!c.DenyDelete || !c.DenyPurge) {
+			return nil, fmt.Errorf("stream %s: deny_delete=%t deny_purge=%t: %w; check it lost nothing, then set both (nats stream edit) and start again",
+				StreamName, c.DenyDelete, c.DenyPurge, ErrNotAppendOnly)
 		}
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("look up stream %s: %w", StreamName, err)

@@ -2,13 +2,13 @@ package api
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,9 +48,12 @@ type Config struct {
 	// Clusters reports the Kubernetes clusters the bridge watches; nil
 	// when it watches none.
 	Clusters func() []Cluster
-	// Tokens maps bearer tokens to user names. Empty disables
-	// authentication: every request acts as "anonymous".
+	// Tokens maps bearer tokens to user names, each an admin. With
+	// Principals empty too, authentication is off: every request acts as
+	// "anonymous".
 	Tokens map[string]string
+	// Principals are tokens with a role and namespaces (authz.go).
+	Principals []Principal
 	// Registerer receives the API's metrics; Gatherer serves /metrics.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
@@ -60,6 +63,7 @@ type Config struct {
 // Server is the HTTP API. It is an http.Handler.
 type Server struct {
 	cfg     Config
+	tokens  *tokens
 	mux     *http.ServeMux
 	reqs    *prometheus.CounterVec
 	latency *prometheus.HistogramVec
@@ -80,7 +84,15 @@ func New(cfg Config) (*Server, error) {
 		reg := prometheus.NewRegistry()
 		cfg.Registerer, cfg.Gatherer = reg, reg
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	ps := slices.Clone(cfg.Principals)
+	for tok, name := range cfg.Tokens {
+		ps = append(ps, Principal{Token: tok, Name: name, Role: RoleAdmin})
+	}
+	toks, err := newTokens(ps)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, tokens: toks, mux: http.NewServeMux()}
 	s.reqs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jetplane_api_requests_total", Help: "API requests by route and status code.",
 	}, []string{"route", "code"})
@@ -135,14 +147,16 @@ func (s *Server) route(pattern string, h handler) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
-		actor, ok := s.authenticate(r)
-		var err error
-		if !ok {
-			err = httpError(http.StatusUnauthorized, "missing or unknown bearer token; pass one with --token or JETPLANE_TOKEN")
-		} else if ready := s.cfg.Ready(); ready != nil && name != "/v1/history" && name != "/v1/clusters" {
-			err = httpError(http.StatusServiceUnavailable, "not ready: "+ready.Error())
-		} else {
-			err = h(sw, r, actor)
+		p, err := s.authenticate(r)
+		if err == nil {
+			err = authorize(p, pattern, r)
+		}
+		if err == nil {
+			if ready := s.cfg.Ready(); ready != nil && name != "/v1/history" && name != "/v1/clusters" {
+				err = httpError(http.StatusServiceUnavailable, "not ready: "+ready.Error())
+			} else {
+				err = h(sw, r.WithContext(withPrincipal(r.Context(), p)), "user/"+p.Name)
+			}
 		}
 		if err != nil {
 			s.writeError(sw, r, err)
@@ -152,22 +166,6 @@ func (s *Server) route(pattern string, h handler) {
 			s.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
 		}
 	})
-}
-
-func (s *Server) authenticate(r *http.Request) (actor string, ok bool) {
-	if len(s.cfg.Tokens) == 0 {
-		return "user/anonymous", true
-	}
-	tok, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !found {
-		return "", false
-	}
-	for t, name := range s.cfg.Tokens {
-		if subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
-			return "user/" + name, true
-		}
-	}
-	return "", false
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
@@ -254,6 +252,9 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, actor string) err
 	}
 	if len(objs) == 0 {
 		return httpError(http.StatusBadRequest, "no objects in the request body; send one or more manifests (YAML or JSON)")
+	}
+	if err := authorizeObjects(r.Context(), objs); err != nil {
+		return err
 	}
 	outcomes, err := s.cfg.Gate.Apply(r.Context(), actor, objs, r.Header.Get("Idempotency-Key"))
 	if err != nil {

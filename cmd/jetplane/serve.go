@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/bridge/kube"
 	"github.com/jetplane/jetplane/internal/app"
 )
@@ -89,7 +90,7 @@ The Go garbage collector runs at GOGC=200 unless GOGC is set.`,
 				cfg.SyncInterval = d
 			}
 			if tokenFile != "" {
-				if cfg.Tokens, err = readTokens(tokenFile); err != nil {
+				if cfg.Principals, err = readTokens(tokenFile); err != nil {
 					return err
 				}
 			} else if tok := os.Getenv("JETPLANE_API_TOKEN"); tok != "" {
@@ -130,6 +131,7 @@ The Go garbage collector runs at GOGC=200 unless GOGC is set.`,
 	f.StringVar(&cfg.NATSCluster.Name, "nats-cluster", "", "join the embedded NATS server to this cluster of jetplane processes")
 	f.StringVar(&clusterAt, "nats-cluster-listen", "", "host:port this node takes routes on (default 127.0.0.1:6222)")
 	f.StringVar(&routes, "nats-routes", "", "route URLs of the cluster's nodes, comma-separated, such as nats://10.0.0.1:6222,nats://10.0.0.2:6222")
+	f.StringVar(&cfg.NATSAuthDir, "nats-auth-dir", "", "credentials store of the embedded NATS server (default DATA/auth; nodes of one cluster may share one)")
 	f.BoolVar(&cfg.NATSLogs, "nats-log", false, "let the embedded NATS server log to stderr (its own format)")
 	f.StringVar(&cfg.NATS.URLs, "nats-url", "", "outside NATS servers (comma-separated); disables the embedded server")
 	f.StringVar(&cfg.NATS.CredsFile, "nats-creds", "", "NATS credentials file for --nats-url")
@@ -141,7 +143,7 @@ The Go garbage collector runs at GOGC=200 unless GOGC is set.`,
 	f.DurationVar(&cfg.Log.MaxAge, "retention-age", 0, "drop events older than this (0 keeps them forever)")
 	f.Int64Var(&cfg.Log.MaxBytes, "retention-bytes", 0, "cap the log at this many bytes, dropping the oldest events (0 is unlimited)")
 	f.StringVar(&clusters, "clusters", "", "file (YAML or JSON) of Kubernetes clusters and resources to watch; see the README")
-	f.StringVar(&tokenFile, "token-file", "", `file of API bearer tokens, one "TOKEN NAME" per line; without it (and without JETPLANE_API_TOKEN) the API is open`)
+	f.StringVar(&tokenFile, "token-file", "", `file of API bearer tokens, one "TOKEN NAME [ROLE [NAMESPACES]]" per line (ROLE admin, writer, reader, +secrets; NAMESPACES a,b or *); without it (and without JETPLANE_API_TOKEN) the API is open`)
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	cmd.Flags().SortFlags = false
@@ -181,14 +183,18 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format: %q is not text or json", format)
 }
 
-// readTokens reads "TOKEN NAME" lines; blank lines and # comments are skipped.
-func readTokens(path string) (map[string]string, error) {
+// readTokens reads "TOKEN NAME [ROLE [NAMESPACES]]" lines: ROLE is admin
+// (the default), writer or reader, with "+secrets" to see secret values;
+// NAMESPACES is a comma-separated list, or "*" for all. Blank lines and #
+// comments are skipped.
+func readTokens(path string) ([]api.Principal, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("--token-file: %w", err)
 	}
 	defer f.Close()
-	tokens := map[string]string{}
+	var ps []api.Principal
+	seen := map[string]int{}
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -196,16 +202,31 @@ func readTokens(path string) (map[string]string, error) {
 			continue
 		}
 		fields := strings.Fields(line)
-		if len(fields) != 2 {
-			return nil, fmt.Errorf("--token-file %s, line %d: want \"TOKEN NAME\", got %d fields", path, n, len(fields))
+		if len(fields) < 2 || len(fields) > 4 {
+			return nil, fmt.Errorf("--token-file %s, line %d: want \"TOKEN NAME [ROLE [NAMESPACES]]\", got %d fields", path, n, len(fields))
 		}
-		tokens[fields[0]] = fields[1]
+		if first, ok := seen[fields[0]]; ok {
+			return nil, fmt.Errorf("--token-file %s, line %d: the token of line %d again; every token must be different", path, n, first)
+		}
+		seen[fields[0]] = n
+		p := api.Principal{Token: fields[0], Name: fields[1], Role: api.RoleAdmin}
+		if len(fields) > 2 {
+			role, secrets := strings.CutSuffix(fields[2], "+secrets")
+			if p.Role, err = api.ParseRole(role); err != nil {
+				return nil, fmt.Errorf("--token-file %s, line %d: %w", path, n, err)
+			}
+			p.ShowSecrets = secrets
+		}
+		if len(fields) > 3 && fields[3] != "*" {
+			p.Namespaces = strings.Split(fields[3], ",")
+		}
+		ps = append(ps, p)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("--token-file: %w", err)
 	}
-	if len(tokens) == 0 {
+	if len(ps) == 0 {
 		return nil, errors.New("--token-file " + path + ": no tokens; remove the flag to run without authentication")
 	}
-	return tokens, nil
+	return ps, nil
 }

@@ -1,7 +1,9 @@
 // Package embedded runs the NATS server with JetStream inside the jetplane
 // process: the default single-process deployment and every test's log.
-// It listens on loopback unless told otherwise and hands out in-process
-// connections, which skip the network stack entirely.
+// It listens on loopback unless told otherwise, admits only the
+// credentials of its store (package events/auth; reloaded when they
+// change), and hands out in-process connections with the instance
+// credential, which skip the network stack entirely.
 package embedded
 
 import (
@@ -9,12 +11,17 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/jetplane/jetplane/events/auth"
 )
 
 // Config configures the embedded server.
@@ -39,6 +46,11 @@ type Config struct {
 	// cluster: several jetplane processes then form a JetStream cluster
 	// with replicated streams and no other software.
 	Cluster ClusterConfig
+	// AuthDir is the credentials store (package events/auth); default
+	// StoreDir/auth, created with an instance credential on first start.
+	// Nodes of one cluster may share one, so that a credential works on
+	// every node.
+	AuthDir string
 }
 
 // ClusterConfig joins the embedded server to a cluster.
@@ -82,6 +94,10 @@ func (c Config) validate() error {
 type Server struct {
 	ns     *server.Server
 	unlock func()
+	creds  *auth.Store
+	opts   *server.Options
+	stop   chan struct{}
+	done   sync.WaitGroup
 }
 
 // Start starts the server and waits until it accepts connections.
@@ -138,6 +154,19 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.AuthDir == "" {
+		cfg.AuthDir = filepath.Join(cfg.StoreDir, "auth")
+	}
+	creds, err := auth.Open(cfg.AuthDir)
+	if err != nil {
+		unlock()
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	// Nothing connects without a credential: no users means no access.
+	if opts.Nkeys, err = creds.Users(); err != nil {
+		unlock()
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		unlock()
@@ -153,12 +182,66 @@ func Start(cfg Config) (*Server, error) {
 		unlock()
 		return nil, fmt.Errorf("embedded nats: not ready after %s; run with --nats-log to see why", ready)
 	}
-	return &Server{ns: ns, unlock: unlock}, nil
+	s := &Server{ns: ns, unlock: unlock, creds: creds, opts: opts, stop: make(chan struct{})}
+	s.done.Add(1)
+	go s.watchCreds()
+	return s, nil
 }
 
-// Connect opens an in-process connection to the server.
+// Connect opens an in-process connection to the server with the instance
+// credential.
 func (s *Server) Connect(name string) (*nats.Conn, error) {
-	return nats.Connect("", nats.InProcessServer(s.ns), nats.Name(name), nats.MaxReconnects(-1))
+	nk, err := nats.NkeyOptionFromSeed(s.creds.InstanceCreds())
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	return nats.Connect("", nats.InProcessServer(s.ns), nats.Name(name), nats.MaxReconnects(-1), nk)
+}
+
+// Creds is the server's credentials store.
+func (s *Server) Creds() *auth.Store { return s.creds }
+
+// credsPoll is how often the server looks for changed credentials.
+const credsPoll = 500 * time.Millisecond
+
+// watchCreds reloads the server's users whenever the store's users file
+// changes (`jetplane creds create|revoke` from another process): a new
+// credential works within credsPoll and a revoked one is disconnected.
+func (s *Server) watchCreds() {
+	defer s.done.Done()
+	stamp := func() string {
+		fi, err := os.Stat(s.creds.UsersPath())
+		if err != nil {
+			return ""
+		}
+		return fmt.Sprint(fi.ModTime().UnixNano(), fi.Size())
+	}
+	last := stamp()
+	t := time.NewTicker(credsPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		now := stamp()
+		if now == last {
+			continue
+		}
+		users, err := s.creds.Users()
+		if err != nil {
+			s.ns.Errorf("credentials not reloaded: %v", err)
+			continue
+		}
+		opts := s.opts.Clone()
+		opts.Nkeys = users
+		if err := s.ns.ReloadOptions(opts); err != nil {
+			s.ns.Errorf("credentials not reloaded: %v", err)
+			continue
+		}
+		s.opts, last = opts, now
+	}
 }
 
 // portFree reports a fixed port that is already taken, naming the flag
@@ -192,6 +275,12 @@ func (s *Server) ClientURL() string { return s.ns.ClientURL() }
 
 // Shutdown stops the server and waits until it has stopped.
 func (s *Server) Shutdown() {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	s.done.Wait()
 	s.ns.Shutdown()
 	s.ns.WaitForShutdown()
 	s.unlock()

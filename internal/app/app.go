@@ -23,6 +23,7 @@ import (
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/bridge/kube"
 	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/events/auth"
 	"github.com/jetplane/jetplane/events/embedded"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers"
@@ -50,13 +51,19 @@ type Config struct {
 	NATSCluster embedded.ClusterConfig
 	// NATSLogs makes the embedded server log to stderr.
 	NATSLogs bool
+	// NATSAuthDir is the embedded server's credentials store (default
+	// DataDir/auth); see package events/auth.
+	NATSAuthDir string
 	// SyncAlways fsyncs every event before acknowledging it; otherwise the
 	// embedded server fsyncs every SyncInterval (default 2 min).
 	SyncAlways   bool
 	SyncInterval time.Duration
 	Log          events.Config
-	// Tokens maps API bearer tokens to user names; empty disables auth.
+	// Tokens maps API bearer tokens to user names (admins); with
+	// Principals also empty, the API is open.
 	Tokens map[string]string
+	// Principals are API tokens with a role and namespaces.
+	Principals []api.Principal
 	// Clusters are the Kubernetes clusters the bridge watches (`serve
 	// --clusters FILE`, see kube.LoadFile); empty runs no bridge. The same
 	// clusters' client configs are what an Apply reconciler needs:
@@ -95,6 +102,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		cfg.Listen = "127.0.0.1:7070"
 	}
 	a := &App{cfg: cfg}
+	checkAppendOnly := false
 	defer func() {
 		if err != nil {
 			a.close()
@@ -104,6 +112,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		if a.nc, err = events.Connect(cfg.NATS); err != nil {
 			return nil, err
 		}
+		checkAppendOnly = true
+		cfg.Log.RequireAppendOnly = true
 	} else {
 		if cfg.DataDir == "" {
 			return nil, errors.New("data dir: empty; give --data or an outside NATS with --nats-url")
@@ -115,6 +125,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		a.srv, err = embedded.Start(embedded.Config{
 			StoreDir: cfg.DataDir, Host: cfg.NATSHost, Port: port, ServerName: cfg.NATSName,
 			SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval, Cluster: cfg.NATSCluster, Logs: cfg.NATSLogs,
+			AuthDir: cfg.NATSAuthDir,
 		})
 		if err != nil {
 			return nil, err
@@ -127,6 +138,13 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	var blobs *events.Blobs
 	if a.log, blobs, err = openLog(ctx, a.nc, cfg.Log, cfg.Logger); err != nil {
 		return nil, err
+	}
+	if checkAppendOnly {
+		// An outside deployment is not ours to trust: refuse a log that
+		// someone could delete or purge.
+		if err := a.log.CheckAppendOnly(ctx); err != nil {
+			return nil, err
+		}
 	}
 	a.store = projections.NewStore(projections.StoreOptions{})
 	if a.projector, err = projections.NewProjector(projections.ProjectorConfig{
@@ -178,7 +196,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}, func() float64 { return float64(a.store.Len()) }))
 	if a.api, err = api.New(api.Config{
 		Gate: g, Store: a.store, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters,
-		Tokens: cfg.Tokens, Registerer: reg, Gatherer: reg, Logger: cfg.Logger,
+		Tokens: cfg.Tokens, Principals: cfg.Principals, Registerer: reg, Gatherer: reg, Logger: cfg.Logger,
 	}); err != nil {
 		return nil, err
 	}
@@ -204,7 +222,7 @@ func openLog(ctx context.Context, nc *nats.Conn, cfg events.Config, logger *slog
 			blobs, err = l.Blobs(octx, events.SnapshotBucket)
 		}
 		cancel()
-		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) || errors.Is(err, events.ErrNotAppendOnly) {
 			return l, blobs, err
 		}
 		if attempt == 1 || attempt%10 == 0 {
@@ -303,6 +321,24 @@ func registerBridgeMetrics(reg prometheus.Registerer, b *kube.Bridge) {
 
 // URL is the API's base URL.
 func (a *App) URL() string { return "http://" + a.listener.Addr().String() }
+
+// NATSURL is the URL outside clients reach the embedded NATS server on
+// ("" with an outside NATS).
+func (a *App) NATSURL() string {
+	if a.srv == nil {
+		return ""
+	}
+	return a.srv.ClientURL()
+}
+
+// Creds is the embedded NATS server's credentials store (nil with an
+// outside NATS).
+func (a *App) Creds() *auth.Store {
+	if a.srv == nil {
+		return nil
+	}
+	return a.srv.Creds()
+}
 
 // Store is the live projection.
 func (a *App) Store() *projections.Store { return a.store }

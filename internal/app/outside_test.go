@@ -15,7 +15,7 @@ import (
 // created there carries the configured partitions.
 func TestOutsideNATS(t *testing.T) {
 	srv, nc := testenv.NATS(t)
-	a, c := startApp(t, app.Config{NATS: events.ConnectOptions{URLs: srv.ClientURL(), Name: "jetplane-test"}, Log: events.Config{Partitions: 4}})
+	a, c := startApp(t, app.Config{NATS: events.ConnectOptions{URLs: srv.ClientURL(), CredsFile: srv.Creds().InstanceCreds(), Name: "jetplane-test"}, Log: events.Config{Partitions: 4}})
 	ctx := context.Background()
 	if _, err := c.Apply(ctx, "x.yaml", []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: ns}\n"), ""); err != nil {
 		t.Fatal(err)

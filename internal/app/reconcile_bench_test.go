@@ -177,7 +177,7 @@ func BenchmarkReconcileThreeInstances(b *testing.B) {
 				clients := make([]*api.Client, 3)
 				for i, srv := range cluster.Servers {
 					apps[i], clients[i] = startApp(b, app.Config{
-						NATS: events.ConnectOptions{URLs: srv.ClientURL()}, Log: events.Config{Replicas: 3},
+						NATS: events.ConnectOptions{URLs: srv.ClientURL(), CredsFile: cluster.Creds}, Log: events.Config{Replicas: 3},
 						Instance: fmt.Sprint("bench-", i), Reconcilers: []reconcilers.Reconciler{benchReconciler()},
 						Queue: queue.Config{MaxRunning: benchWorkers},
 					})

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/events/auth"
 	"github.com/jetplane/jetplane/internal/testenv"
 	"github.com/jetplane/jetplane/reconcilers"
 )
@@ -271,7 +272,7 @@ func scaleOut(t *testing.T, bin string, embeddedNATS bool, bound time.Duration) 
 			}
 			defer logf.Close()
 			n := &node{name: fmt.Sprintf("n%d", i+1), log: logf,
-				args: append([]string{"--nats-only", "--data", filepath.Join(dir, fmt.Sprintf("n%d", i+1)), "--nats-port", "-1"}, natsArgs(i)...)}
+				args: append([]string{"--nats-only", "--data", filepath.Join(dir, fmt.Sprintf("n%d", i+1)), "--nats-port", "-1", "--nats-auth-dir", filepath.Join(dir, "auth")}, natsArgs(i)...)}
 			url := n.start(t, bin)
 			select {
 			case u := <-url:
@@ -284,7 +285,7 @@ func scaleOut(t *testing.T, bin string, embeddedNATS bool, bound time.Duration) 
 			}
 		}
 		natsURLs = strings.Join(urls, ",")
-		testenv.WaitForJetStream(t, natsURLs)
+		testenv.WaitForJetStream(t, natsURLs, filepath.Join(dir, "auth", auth.InstanceFile))
 	}
 	nodes := make([]*node, 3)
 	for i := range nodes {
@@ -301,7 +302,7 @@ func scaleOut(t *testing.T, bin string, embeddedNATS bool, bound time.Duration) 
 			n.args = append(n.args, "--data", filepath.Join(dir, name))
 			n.args = append(n.args, natsArgs(i)...)
 		} else {
-			n.args = append(n.args, "--nats-url", natsURLs)
+			n.args = append(n.args, "--nats-url", natsURLs, "--nats-creds", filepath.Join(dir, "auth", auth.InstanceFile))
 		}
 		nodes[i] = n
 	}

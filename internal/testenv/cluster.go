@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/events/auth"
 	"github.com/jetplane/jetplane/events/embedded"
 )
 
@@ -20,6 +22,9 @@ type Cluster struct {
 	Servers []*embedded.Server
 	// URLs lists every node's client URL, comma-separated.
 	URLs string
+	// Creds is the instance credential every node admits (the nodes
+	// share one credentials store), for events.ConnectOptions.CredsFile.
+	Creds string
 }
 
 // NATSCluster starts an n-node JetStream cluster of embedded servers, each
@@ -33,7 +38,11 @@ func NATSCluster(tb testing.TB, n int) *Cluster {
 		ports[i] = FreePort(tb)
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
 	}
-	c := &Cluster{Servers: make([]*embedded.Server, n)}
+	store, err := auth.Open(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c := &Cluster{Servers: make([]*embedded.Server, n), Creds: store.InstanceCreds()}
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -41,7 +50,7 @@ func NATSCluster(tb testing.TB, n int) *Cluster {
 		go func() {
 			defer wg.Done()
 			c.Servers[i], errs[i] = embedded.Start(embedded.Config{
-				StoreDir: tb.TempDir(), Port: -1, ServerName: fmt.Sprintf("n%d", i+1),
+				StoreDir: tb.TempDir(), Port: -1, ServerName: fmt.Sprintf("n%d", i+1), AuthDir: store.Dir(),
 				Cluster: embedded.ClusterConfig{Name: "jetplane-test", Port: ports[i], Routes: routes},
 			})
 		}()
@@ -56,15 +65,16 @@ func NATSCluster(tb testing.TB, n int) *Cluster {
 		urls = append(urls, s.ClientURL())
 	}
 	c.URLs = strings.Join(urls, ",")
-	WaitForJetStream(tb, c.URLs)
+	WaitForJetStream(tb, c.URLs, c.Creds)
 	return c
 }
 
 // WaitForJetStream waits until the NATS cluster at urls (comma-separated)
-// has a JetStream leader, for at most a minute.
-func WaitForJetStream(tb testing.TB, urls string) {
+// has a JetStream leader, for at most a minute, connecting with the creds
+// file (an embedded server's instance credential).
+func WaitForJetStream(tb testing.TB, urls, creds string) {
 	tb.Helper()
-	nc, err := nats.Connect(urls, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(true))
+	nc, err := nats.Connect(urls, append(credOptions(tb, creds), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(true))...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -92,7 +102,7 @@ func WaitForJetStream(tb testing.TB, urls string) {
 // to the others).
 func (c *Cluster) Connect(tb testing.TB) *nats.Conn {
 	tb.Helper()
-	nc, err := nats.Connect(c.URLs, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	nc, err := nats.Connect(c.URLs, append(credOptions(tb, c.Creds), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -136,4 +146,13 @@ func FreePort(tb testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+func credOptions(tb testing.TB, creds string) []nats.Option {
+	tb.Helper()
+	opts, err := events.CredsOptions(creds)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return opts
 }

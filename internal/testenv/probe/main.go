@@ -49,6 +49,8 @@ func main() {
 	flag.StringVar(&routes, "nats-routes", "", "route URLs, comma-separated")
 	flag.IntVar(&cfg.Log.Replicas, "replicas", 1, "log replicas")
 	flag.StringVar(&cfg.NATS.URLs, "nats-url", "", "outside NATS cluster to use, comma-separated URLs (no embedded server)")
+	flag.StringVar(&cfg.NATS.CredsFile, "nats-creds", "", "credentials for --nats-url")
+	authDir := flag.String("nats-auth-dir", "", "credentials store of the embedded NATS node (default DATA/auth)")
 	natsOnly := flag.Bool("nats-only", false, "run only the embedded NATS node; print its client URL")
 	flag.Parse()
 	if clusterAt != "" {
@@ -64,7 +66,7 @@ func main() {
 		cfg.NATSCluster.Routes = strings.Split(routes, ",")
 	}
 	if *natsOnly {
-		runNATS(cfg)
+		runNATS(cfg, *authDir)
 		return
 	}
 	if runs == "" || (cfg.DataDir == "" && cfg.NATS.URLs == "") {
@@ -114,13 +116,13 @@ func main() {
 
 // runNATS runs one NATS node until SIGTERM or SIGINT; the first line of
 // stdout is its client URL.
-func runNATS(cfg app.Config) {
+func runNATS(cfg app.Config, authDir string) {
 	if cfg.DataDir == "" {
 		fmt.Fprintln(os.Stderr, "probe: --nats-only needs --data")
 		os.Exit(2)
 	}
 	srv, err := embedded.Start(embedded.Config{
-		StoreDir: cfg.DataDir, Port: cfg.NATSPort, ServerName: cfg.NATSName, Cluster: cfg.NATSCluster,
+		StoreDir: cfg.DataDir, Port: cfg.NATSPort, ServerName: cfg.NATSName, Cluster: cfg.NATSCluster, AuthDir: authDir,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "probe:", err)

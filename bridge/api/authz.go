@@ -1,0 +1,218 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// Role is what an API token may do.
+type Role string
+
+const (
+	// RoleAdmin may do everything, including reading secret values.
+	RoleAdmin Role = "admin"
+	// RoleWriter may apply and delete, and read.
+	RoleWriter Role = "writer"
+	// RoleReader may get, list, watch, and read history and past state.
+	RoleReader Role = "reader"
+)
+
+// ParseRole parses a role name.
+func ParseRole(s string) (Role, error) {
+	switch r := Role(s); r {
+	case RoleAdmin, RoleWriter, RoleReader:
+		return r, nil
+	}
+	return "", fmt.Errorf("role %q: use admin, writer or reader", s)
+}
+
+// Principal is the holder of an API token.
+type Principal struct {
+	// Token is the bearer token. Required.
+	Token string
+	// Name is the user, recorded in events as user/<name>. Required.
+	Name string
+	// Role is what the token may do; empty is RoleAdmin.
+	Role Role
+	// Namespaces confines the token to these namespaces; empty allows
+	// every namespace and cluster-scoped objects.
+	Namespaces []string
+	// ShowSecrets lets a reader or writer see secret values; admins
+	// always may.
+	ShowSecrets bool
+}
+
+// may reports whether p's role allows verb.
+func (p *Principal) may(v verb) bool {
+	switch p.Role {
+	case RoleAdmin, "":
+		return true
+	case RoleWriter:
+		return v == verbRead || v == verbWrite
+	case RoleReader:
+		return v == verbRead
+	}
+	return false
+}
+
+// inScope reports whether p may act in namespace ns ("" is cluster-scoped).
+func (p *Principal) inScope(ns string) bool {
+	return len(p.Namespaces) == 0 || (ns != "" && slices.Contains(p.Namespaces, ns))
+}
+
+// CanSeeSecrets reports whether p may read secret values in clear.
+func (p *Principal) CanSeeSecrets() bool {
+	return p.Role == RoleAdmin || p.Role == "" || p.ShowSecrets
+}
+
+type verb int
+
+const (
+	verbRead verb = iota
+	verbWrite
+)
+
+// routeVerbs is what each route needs; a route not listed needs admin.
+var routeVerbs = map[string]verb{
+	"POST /v1/apply":    verbWrite,
+	"DELETE /v1/object": verbWrite,
+	"GET /v1/objects":   verbRead,
+	"GET /v1/object":    verbRead,
+	"GET /v1/watch":     verbRead,
+	"GET /v1/history":   verbRead,
+	"GET /v1/state":     verbRead,
+	"GET /v1/clusters":  verbRead,
+}
+
+// anonymous acts for every request when the server has no tokens.
+var anonymous = &Principal{Name: "anonymous", Role: RoleAdmin}
+
+// tokens holds the digests of the configured tokens: every request
+// compares its token's digest against all of them in constant time, so
+// neither the match nor its position leaks through timing.
+type tokens struct {
+	digests [][sha256.Size]byte
+	ps      []*Principal
+}
+
+func newTokens(ps []Principal) (*tokens, error) {
+	t := &tokens{}
+	seen := map[string]bool{}
+	for i := range ps {
+		p := ps[i]
+		if p.Token == "" || p.Name == "" {
+			return nil, fmt.Errorf("api: token %d: token and name are required", i+1)
+		}
+		if seen[p.Token] {
+			return nil, fmt.Errorf("api: token of %s: given twice", p.Name)
+		}
+		seen[p.Token] = true
+		if p.Role == "" {
+			p.Role = RoleAdmin
+		}
+		if _, err := ParseRole(string(p.Role)); err != nil {
+			return nil, fmt.Errorf("api: token of %s: %w", p.Name, err)
+		}
+		t.digests = append(t.digests, sha256.Sum256([]byte(p.Token)))
+		t.ps = append(t.ps, &p)
+	}
+	return t, nil
+}
+
+func (t *tokens) lookup(token string) *Principal {
+	d := sha256.Sum256([]byte(token))
+	found := -1
+	for i := range t.digests {
+		if subtle.ConstantTimeCompare(d[:], t.digests[i][:]) == 1 {
+			found = i
+		}
+	}
+	if found < 0 {
+		return nil
+	}
+	return t.ps[found]
+}
+
+// authenticate finds the request's principal: 401 without a known token.
+func (s *Server) authenticate(r *http.Request) (*Principal, error) {
+	if len(s.tokens.ps) == 0 {
+		return anonymous, nil
+	}
+	tok, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !found {
+		return nil, httpError(http.StatusUnauthorized, "missing bearer token; pass one with --token or JETPLANE_TOKEN")
+	}
+	p := s.tokens.lookup(tok)
+	if p == nil {
+		return nil, httpError(http.StatusUnauthorized, "unknown bearer token; pass a valid one with --token or JETPLANE_TOKEN")
+	}
+	return p, nil
+}
+
+// authorize checks p may call pattern with the request's namespace: 403
+// otherwise. Apply checks each object's namespace once it has decoded
+// the body (authorizeObjects).
+func authorize(p *Principal, pattern string, r *http.Request) error {
+	v, ok := routeVerbs[pattern]
+	if !ok {
+		v = verb(-1)
+	}
+	if !p.may(v) {
+		return httpError(http.StatusForbidden, fmt.Sprintf("%s (role %s) may not %s", p.Name, p.Role, pattern))
+	}
+	if len(p.Namespaces) == 0 || pattern == "POST /v1/apply" {
+		return nil
+	}
+	if pattern == "GET /v1/clusters" {
+		return httpError(http.StatusForbidden, fmt.Sprintf("%s is confined to namespaces %s; clusters need an unconfined token", p.Name, strings.Join(p.Namespaces, ",")))
+	}
+	ns := r.URL.Query().Get("namespace")
+	if !p.inScope(ns) {
+		if ns == "" {
+			return httpError(http.StatusForbidden, fmt.Sprintf("%s is confined to namespaces %s; name one with namespace=", p.Name, strings.Join(p.Namespaces, ",")))
+		}
+		return httpError(http.StatusForbidden, fmt.Sprintf("%s may not act in namespace %q", p.Name, ns))
+	}
+	return nil
+}
+
+type principalKey struct{}
+
+func withPrincipal(ctx context.Context, p *Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// principalOf is the request's principal (anonymous when none was set).
+func principalOf(ctx context.Context) *Principal {
+	if p, ok := ctx.Value(principalKey{}).(*Principal); ok {
+		return p
+	}
+	return anonymous
+}
+
+// authorizeObjects checks the request's principal may write every object:
+// one out of scope refuses the whole apply (403), nothing is written.
+func authorizeObjects(ctx context.Context, objs []*schemas.Object) error {
+	p := principalOf(ctx)
+	var out []string
+	for _, o := range objs {
+		if ns := o.GetMetadata().GetNamespace(); !p.inScope(ns) {
+			where := "cluster scope"
+			if ns != "" {
+				where = "namespace " + ns
+			}
+			out = append(out, fmt.Sprintf("%s/%s in %s", o.GetKind(), o.GetMetadata().GetName(), where))
+		}
+	}
+	if len(out) > 0 {
+		return &statusError{code: http.StatusForbidden, msg: fmt.Sprintf("%s may not write %s; nothing was applied", p.Name, strings.Join(out, ", "))}
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jetplane/jetplane/events/auth"
+)
+
+// newCreds is `jetplane creds`: NATS credentials of the embedded server,
+// edited in its credentials store on disk (the running server reloads
+// them), so handing out access takes access to the data directory.
+func newCreds() *cobra.Command {
+	var data, dir string
+	store := func() (*auth.Store, error) {
+		if dir == "" {
+			dir = filepath.Join(data, "auth")
+		}
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("credentials store %s: %w; run jetplane serve on --data %s once, or give --auth-dir", dir, err, data)
+		}
+		return auth.Open(dir)
+	}
+	cmd := &cobra.Command{
+		Use:   "creds",
+		Short: "Hand out, list and revoke NATS credentials for subscribers and node agents",
+		Long: `jetplane's embedded NATS server admits only credentials from its store
+(--data/auth, or --nats-auth-dir of serve). 'creds create' adds one and prints its
+creds file; a running server admits it within a second. 'creds revoke' removes
+one; a running server disconnects it within a second.
+
+Roles:
+  subscriber  read the log (JP_EVENTS), the state and snapshot buckets and pod
+              logs through consumers it creates; publish no event, write no
+              bucket, delete or change nothing
+  node        the node agent of node NAME: heartbeat in JP_NODES under NAME,
+              watch NAME's keys in JP_NODEWORK, publish on jp.node.NAME.>
+              (status requests and logs), read images; nothing else
+
+Connect with the NKey seed in the file and the inbox prefix its comment names:
+  nats --server nats://127.0.0.1:4222 --nkey audit.creds --inbox-prefix _INBOX.sub.audit stream info JP_EVENTS`,
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&data, "data", envOr("JETPLANE_DATA", "./data"), "jetplane's data directory (env JETPLANE_DATA)")
+	pf.StringVar(&dir, "auth-dir", "", "credentials store, if not DATA/auth")
+
+	var role, out string
+	create := &cobra.Command{
+		Use:   "create --role subscriber|node NAME",
+		Short: "Create a credential and print its creds file (or write it with -o, mode 0600)",
+		Example: `  jetplane creds create --role subscriber audit -o audit.creds
+  jetplane creds create --role node worker-1 > worker-1.creds`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := store()
+			if err != nil {
+				return err
+			}
+			data, err := s.Create(auth.Role(role), args[0])
+			if err != nil {
+				return err
+			}
+			if out == "" || out == "-" {
+				_, err = cmd.OutOrStdout().Write(data)
+				return err
+			}
+			return os.WriteFile(out, data, 0o600)
+		},
+	}
+	create.Flags().StringVar(&role, "role", "", "subscriber or node (required)")
+	create.Flags().StringVarP(&out, "output", "o", "", "write the creds file here (mode 0600) instead of stdout")
+	_ = create.MarkFlagRequired("role")
+
+	ls := &cobra.Command{
+		Use:   "ls",
+		Short: "List the credentials handed out, revoked ones included",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := store()
+			if err != nil {
+				return err
+			}
+			list, err := s.List()
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tROLE\tCREATED\tREVOKED\tKEY")
+			for _, c := range list {
+				revoked := "-"
+				if c.Revoked != nil {
+					revoked = c.Revoked.Format(time.RFC3339)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", c.Name, c.Role, c.Created.Format(time.RFC3339), revoked, c.Key)
+			}
+			return w.Flush()
+		},
+	}
+	revoke := &cobra.Command{
+		Use:   "revoke NAME",
+		Short: "Revoke a credential: a running server disconnects it and refuses it from then on",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := store()
+			if err != nil {
+				return err
+			}
+			if err := s.Revoke(args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(create, ls, revoke)
+	return cmd
+}

@@ -1,0 +1,170 @@
+package auth
+
+import (
+	"fmt"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/jetplane/jetplane/events"
+)
+
+// Role is what a credential may do.
+type Role string
+
+const (
+	// RoleInstance is a jetplane process: it writes the log through its
+	// write path and manages consumers and buckets. Even it may not delete
+	// or purge the log or delete an event.
+	RoleInstance Role = "instance"
+	// RoleNode is a node agent: it reads its own node's work, reports its
+	// own pods' status and logs, and heartbeats. Nothing else.
+	RoleNode Role = "node"
+	// RoleSubscriber reads: consumers on the log, the state and snapshot
+	// buckets and pod logs. It publishes nothing a consumer does not need.
+	RoleSubscriber Role = "subscriber"
+)
+
+// Roles lists the roles a person may create credentials for.
+var Roles = []Role{RoleSubscriber, RoleNode}
+
+// Buckets and streams the roles are granted on, beyond those package
+// events names for the log and the node agents.
+const (
+	// StateBucket is the key-value bucket of current state that outside
+	// systems watch (one key per object), when an instance maintains it.
+	StateBucket = "JP_STATE"
+	// ImagesBucket is the object store of WASI images node agents pull.
+	ImagesBucket = "JP_IMAGES"
+)
+
+// readStreams are the streams a subscriber may read.
+var readStreams = []string{
+	events.StreamName,
+	events.LogsStream,
+	"KV_" + StateBucket,
+	"OBJ_" + events.SnapshotBucket,
+}
+
+// destructive are the API calls that would remove events from the log.
+// The stream's own config denies them too (DenyDelete, DenyPurge); the
+// permissions refuse them before they reach it.
+func destructive() []string {
+	return []string{
+		"$JS.API.STREAM.DELETE." + events.StreamName,
+		"$JS.API.STREAM.PURGE." + events.StreamName,
+		"$JS.API.STREAM.MSG.DELETE." + events.StreamName,
+	}
+}
+
+// InboxPrefix is the inbox prefix a credential's connection must use
+// (nats.CustomInboxPrefix; the nats CLI's --inbox-prefix): replies and
+// consumer deliveries to it are readable by that credential alone, never
+// by another node or subscriber. An instance uses the default _INBOX.
+func InboxPrefix(role Role, name string) string {
+	switch role {
+	case RoleNode:
+		return "_INBOX.node." + events.EscapeToken(name)
+	case RoleSubscriber:
+		return "_INBOX.sub." + events.EscapeToken(name)
+	}
+	return "_INBOX"
+}
+
+// Permissions is role's permission set for the credential called name
+// (the node's name for RoleNode).
+func Permissions(role Role, name string) (*server.Permissions, error) {
+	switch role {
+	case RoleInstance:
+		return InstancePermissions(), nil
+	case RoleNode:
+		if name == "" {
+			return nil, fmt.Errorf("node credentials need the node's name")
+		}
+		return NodePermissions(name), nil
+	case RoleSubscriber:
+		if name == "" {
+			return nil, fmt.Errorf("subscriber credentials need a name")
+		}
+		return SubscriberPermissions(name), nil
+	}
+	return nil, fmt.Errorf("role %q: not one of instance, node, subscriber", role)
+}
+
+// InstancePermissions lets a jetplane instance do everything but remove
+// events: it creates and updates the stream, buckets and consumers and
+// answers node agents, so an allow list would only repeat the whole API.
+func InstancePermissions() *server.Permissions {
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Deny: destructive()},
+		Subscribe: &server.SubjectPermission{Allow: []string{">"}},
+	}
+}
+
+// NodePermissions confines the agent of node to its own node: heartbeats
+// under its own key in events.NodesBucket, a watch of its own keys in
+// events.NodeWorkBucket (nats.go names the filter in the consumer-create
+// subject, so the permission pins it), status requests and logs on its
+// own events.NodeSubjects, and reading images. Every reply and delivery
+// comes to its own inbox prefix.
+func NodePermissions(node string) *server.Permissions {
+	hb := "$KV." + events.NodesBucket + "." + events.NodeHeartbeatKey(node)
+	work := "$KV." + events.NodeWorkBucket + "." + events.NodeWorkFilter(node)
+	nodes, nodeWork, images := "KV_"+events.NodesBucket, "KV_"+events.NodeWorkBucket, "OBJ_"+ImagesBucket
+	pub := []string{
+		"$JS.API.INFO",
+		events.NodeSubjects(node),
+		// heartbeats: put and read back its own key
+		hb,
+		"$JS.API.STREAM.INFO." + nodes,
+		"$JS.API.DIRECT.GET." + nodes + "." + hb,
+		"$JS.API.STREAM.MSG.GET." + nodes,
+		// its work: watch and read its own keys only
+		"$JS.API.STREAM.INFO." + nodeWork,
+		"$JS.API.CONSUMER.CREATE." + nodeWork + ".*." + work,
+		"$JS.API.CONSUMER.INFO." + nodeWork + ".*",
+		"$JS.API.CONSUMER.DELETE." + nodeWork + ".*",
+		"$JS.API.DIRECT.GET." + nodeWork + "." + work,
+		"$JS.FC." + nodeWork + ".>",
+		// images: read any
+		"$JS.API.STREAM.INFO." + images,
+		"$JS.API.DIRECT.GET." + images + ".>",
+		"$JS.API.STREAM.MSG.GET." + images,
+		"$JS.API.CONSUMER.CREATE." + images + ".*.$O." + ImagesBucket + ".C.>",
+		"$JS.API.CONSUMER.INFO." + images + ".*",
+		"$JS.API.CONSUMER.DELETE." + images + ".*",
+		"$JS.FC." + images + ".>",
+	}
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: pub},
+		Subscribe: &server.SubjectPermission{Allow: []string{InboxPrefix(RoleNode, node) + ".>"}},
+	}
+}
+
+// SubscriberPermissions lets a subscriber read the log, the state and
+// snapshot buckets and the pod logs, through consumers it creates. It
+// cannot publish an event (jp.in.>, jp.ev.>), write a bucket, or change,
+// delete or purge a stream or a consumer.
+func SubscriberPermissions(name string) *server.Permissions {
+	pub := []string{"$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST"}
+	for _, s := range readStreams {
+		pub = append(pub,
+			"$JS.API.STREAM.INFO."+s,
+			"$JS.API.CONSUMER.CREATE."+s,
+			"$JS.API.CONSUMER.CREATE."+s+".>",
+			"$JS.API.CONSUMER.DURABLE.CREATE."+s+".*",
+			"$JS.API.CONSUMER.INFO."+s+".*",
+			"$JS.API.CONSUMER.NAMES."+s,
+			"$JS.API.CONSUMER.LIST."+s,
+			"$JS.API.CONSUMER.MSG.NEXT."+s+".*",
+			"$JS.API.DIRECT.GET."+s,
+			"$JS.API.DIRECT.GET."+s+".>",
+			"$JS.API.STREAM.MSG.GET."+s,
+			"$JS.ACK."+s+".>",
+			"$JS.FC."+s+".>",
+		)
+	}
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: pub},
+		Subscribe: &server.SubjectPermission{Allow: []string{InboxPrefix(RoleSubscriber, name) + ".>", events.LogsPrefix + ".>"}},
+	}
+}

@@ -1,0 +1,266 @@
+package auth
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
+
+	"github.com/jetplane/jetplane/events"
+)
+
+// Files in a store directory.
+const (
+	// InstanceFile is the instance credential: jetplane's own connection.
+	InstanceFile = "instance.creds"
+	// UsersFile lists the credentials handed out (public keys only).
+	UsersFile = "users.json"
+)
+
+// ErrNotFound is returned for a credential name the store does not hold.
+var ErrNotFound = errors.New("no such credential")
+
+// Cred is a credential handed out. The store keeps its public key only;
+// the seed went to whoever asked for it.
+type Cred struct {
+	Name    string     `json:"name"`
+	Role    Role       `json:"role"`
+	Key     string     `json:"key"`
+	Created time.Time  `json:"created"`
+	Revoked *time.Time `json:"revoked,omitempty"`
+}
+
+type usersFile struct {
+	Users []Cred `json:"users"`
+}
+
+// Store is a directory of credentials. Several processes may use one
+// directory at once (a running server reads it, `jetplane creds` writes
+// it): writes take a file lock and replace files atomically.
+type Store struct {
+	dir string
+}
+
+// Open opens the store in dir, creating it and the instance credential
+// on first use (mode 0700 and 0600).
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	s := &Store{dir: dir}
+	if _, err := os.Stat(s.InstanceCreds()); errors.Is(err, os.ErrNotExist) {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			return nil, err
+		}
+		data, err := encode(kp, RoleInstance, "jetplane")
+		if err != nil {
+			return nil, err
+		}
+		// Link, not rename: when several servers share a directory and
+		// start at once, the first key wins and the others read it.
+		if err := writeExclusive(s.InstanceCreds(), data); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	return s, nil
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// InstanceCreds is the path of the instance credential file.
+func (s *Store) InstanceCreds() string { return filepath.Join(s.dir, InstanceFile) }
+
+// UsersPath is the path of the users file; its changes are what a running
+// server reloads.
+func (s *Store) UsersPath() string { return filepath.Join(s.dir, UsersFile) }
+
+// Create makes a credential for role and name and returns its creds file
+// contents; the store keeps only the public key. Names are unique across
+// roles while not revoked.
+func (s *Store) Create(role Role, name string) ([]byte, error) {
+	if !slices.Contains(Roles, role) {
+		return nil, fmt.Errorf("role %q: use one of subscriber, node", role)
+	}
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, err
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, err
+	}
+	data, err := encode(kp, role, name)
+	if err != nil {
+		return nil, err
+	}
+	err = s.update(func(u *usersFile) error {
+		for _, c := range u.Users {
+			if c.Name == name && c.Revoked == nil {
+				return fmt.Errorf("credential %q exists (role %s); revoke it first or choose another name", name, c.Role)
+			}
+		}
+		u.Users = append(u.Users, Cred{Name: name, Role: role, Key: pub, Created: time.Now().UTC()})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// Revoke revokes the live credential called name: a running server drops
+// its connections and refuses it from then on.
+func (s *Store) Revoke(name string) error {
+	return s.update(func(u *usersFile) error {
+		for i, c := range u.Users {
+			if c.Name == name && c.Revoked == nil {
+				now := time.Now().UTC()
+				u.Users[i].Revoked = &now
+				return nil
+			}
+		}
+		return fmt.Errorf("credential %q: %w (see jetplane creds ls)", name, ErrNotFound)
+	})
+}
+
+// List returns every credential handed out, revoked ones included.
+func (s *Store) List() ([]Cred, error) {
+	u, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	return u.Users, nil
+}
+
+// Users are the NATS users a server admits: the instance and every live
+// credential, each with its role's permissions, all in the global account
+// (where the log has always lived, so an upgraded store keeps its streams).
+func (s *Store) Users() ([]*server.NkeyUser, error) {
+	data, err := os.ReadFile(s.InstanceCreds())
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	kp, err := nkeys.ParseDecoratedNKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %s: %w", s.InstanceCreds(), err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, err
+	}
+	users := []*server.NkeyUser{{Nkey: pub, Permissions: InstancePermissions()}}
+	u, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range u.Users {
+		if c.Revoked != nil {
+			continue
+		}
+		p, err := Permissions(c.Role, c.Name)
+		if err != nil {
+			return nil, fmt.Errorf("credentials: %s: %w", c.Name, err)
+		}
+		users = append(users, &server.NkeyUser{Nkey: c.Key, Permissions: p})
+	}
+	return users, nil
+}
+
+func (s *Store) read() (*usersFile, error) {
+	data, err := os.ReadFile(s.UsersPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return &usersFile{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	var u usersFile
+	if err := json.Unmarshal(data, &u); err != nil {
+		return nil, fmt.Errorf("credentials: %s: %w", s.UsersPath(), err)
+	}
+	return &u, nil
+}
+
+func (s *Store) update(fn func(*usersFile) error) error {
+	unlock, err := lockFile(filepath.Join(s.dir, "users.lock"))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	u, err := s.read()
+	if err != nil {
+		return err
+	}
+	if err := fn(u); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(u, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(s.dir, ".users-*")
+	if err != nil {
+		return fmt.Errorf("credentials: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("credentials: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("credentials: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), s.UsersPath()); err != nil {
+		return fmt.Errorf("credentials: %w", err)
+	}
+	return nil
+}
+
+// writeExclusive writes data to path (mode 0600) unless path exists.
+func writeExclusive(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".creds-*")
+	if err != nil {
+		return fmt.Errorf("credentials: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("credentials: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("credentials: %w", err)
+	}
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("credentials: %w", err)
+	}
+	return nil
+}
+
+// validName admits names that are one subject token after escaping, as
+// node names and DNS-1123 names are.
+func validName(name string) error {
+	if name == "" || len(name) > 253 {
+		return fmt.Errorf("name %q: give 1 to 253 characters", name)
+	}
+	if strings.ContainsAny(name, " \t\r\n") {
+		return fmt.Errorf("name %q: no white space", name)
+	}
+	if events.EscapeToken(name) == "" {
+		return fmt.Errorf("name %q: not usable", name)
+	}
+	return nil
+}
