@@ -21,7 +21,13 @@ type Client struct {
 	BaseURL string
 	// Token is the bearer token, if the server requires one.
 	Token string
-	HTTP  *http.Client
+	// ShowSecrets asks for secret values in clear (the token must allow it).
+	ShowSecrets bool
+	// PurgeSecretData makes Delete destroy the object's data keys too
+	// (crypto-shredding; admins only).
+	PurgeSecretData bool
+
+	HTTP *http.Client
 }
 
 // APIError is an error answered by the server.
@@ -64,6 +70,15 @@ func (c *Client) httpClient() *http.Client {
 
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body io.Reader, hdr http.Header, out any) error {
 	u := strings.TrimRight(c.BaseURL, "/") + path
+	if c.ShowSecrets || (c.PurgeSecretData && method == http.MethodDelete) {
+		q = cloneValues(q)
+		if c.ShowSecrets {
+			q.Set(showSecretsParam, "true")
+		}
+		if c.PurgeSecretData && method == http.MethodDelete {
+			q.Set(purgeParam, "true")
+		}
+	}
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
@@ -126,10 +141,28 @@ func (c *Client) Get(ctx context.Context, k Key) (json.RawMessage, error) {
 	return raw, c.do(ctx, http.MethodGet, "/v1/object", keyValues(k), nil, nil, &raw)
 }
 
-// List returns the objects matching q.
+// List returns the objects matching q, every page of them; the
+// ResourceVersion is the first page's (a watch from it misses nothing).
 func (c *Client) List(ctx context.Context, q Query) (*ListResponse, error) {
 	var out ListResponse
-	return &out, c.do(ctx, http.MethodGet, "/v1/objects", q.values(), nil, nil, &out)
+	v := q.values()
+	for first := true; ; first = false {
+		var page ListResponse
+		if err := c.do(ctx, http.MethodGet, "/v1/objects", v, nil, nil, &page); err != nil {
+			return &out, err
+		}
+		if first {
+			out.ResourceVersion = page.ResourceVersion
+		}
+		out.Items = append(out.Items, page.Items...)
+		if page.Continue == "" {
+			if out.Items == nil {
+				out.Items = []json.RawMessage{}
+			}
+			return &out, nil
+		}
+		v.Set("continue", page.Continue)
+	}
 }
 
 // Delete requests deletion of one object.
@@ -138,10 +171,21 @@ func (c *Client) Delete(ctx context.Context, k Key) (*ApplyResponse, error) {
 	return &out, c.do(ctx, http.MethodDelete, "/v1/object", keyValues(k), nil, nil, &out)
 }
 
-// History returns every event of one key.
+// History returns every event of one key, every page of them.
 func (c *Client) History(ctx context.Context, k Key) (*HistoryResponse, error) {
 	var out HistoryResponse
-	return &out, c.do(ctx, http.MethodGet, "/v1/history", keyValues(k), nil, nil, &out)
+	v := keyValues(k)
+	for {
+		var page HistoryResponse
+		if err := c.do(ctx, http.MethodGet, "/v1/history", v, nil, nil, &page); err != nil {
+			return &out, err
+		}
+		out.Events = append(out.Events, page.Events...)
+		if page.Continue == "" {
+			return &out, nil
+		}
+		v.Set("continue", page.Continue)
+	}
 }
 
 // StateAt returns the objects matching q as of at: a sequence number or an
@@ -189,6 +233,9 @@ func (c *Client) watchOnce(ctx context.Context, q Query, from *uint64, fn func(W
 	if *from > 0 {
 		v.Set("resourceVersion", strconv.FormatUint(*from, 10))
 	}
+	if c.ShowSecrets {
+		v.Set(showSecretsParam, "true")
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.BaseURL, "/")+"/v1/watch?"+v.Encode(), nil)
 	if err != nil {
 		return err
@@ -225,4 +272,12 @@ func (c *Client) watchOnce(ctx context.Context, q Query, from *uint64, fn func(W
 		return err
 	}
 	return io.EOF
+}
+
+func cloneValues(q url.Values) url.Values {
+	out := url.Values{}
+	for k, vs := range q {
+		out[k] = append([]string(nil), vs...)
+	}
+	return out
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/bridge/manifest"
+	"github.com/jetplane/jetplane/bridge/seal"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
@@ -54,6 +55,11 @@ type Config struct {
 	Tokens map[string]string
 	// Principals are tokens with a role and namespaces (authz.go).
 	Principals []Principal
+	// Sealer seals Secrets' values before they are appended and opens
+	// them for output (secrets.go); nil refuses Secrets with values.
+	Sealer *seal.Sealer
+	// Limits bound each token's requests, watches and page sizes (limits.go).
+	Limits Limits
 	// Registerer receives the API's metrics; Gatherer serves /metrics.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
@@ -63,8 +69,10 @@ type Config struct {
 // Server is the HTTP API. It is an http.Handler.
 type Server struct {
 	cfg     Config
-	tokens  *tokens
-	mux     *http.ServeMux
+	tokens    *tokens
+	limits    *limiter
+	limitsCfg Limits
+	mux       *http.ServeMux
 	reqs    *prometheus.CounterVec
 	latency *prometheus.HistogramVec
 }
@@ -92,7 +100,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, tokens: toks, mux: http.NewServeMux()}
+	lim := cfg.Limits.withDefaults()
+	s := &Server{cfg: cfg, tokens: toks, limits: newLimiter(lim), limitsCfg: lim, mux: http.NewServeMux()}
 	s.reqs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jetplane_api_requests_total", Help: "API requests by route and status code.",
 	}, []string{"route", "code"})
@@ -150,6 +159,17 @@ func (s *Server) route(pattern string, h handler) {
 		p, err := s.authenticate(r)
 		if err == nil {
 			err = authorize(p, pattern, r)
+		}
+		if err == nil {
+			err = authorizeSecrets(p, r)
+		}
+		if err == nil {
+			var release func()
+			if release, err = s.limits.admit(p, pattern == "GET /v1/watch"); err == nil {
+				defer release()
+			} else if le := (*limited)(nil); errors.As(err, &le) {
+				err = writeLimited(sw, le)
+			}
 		}
 		if err == nil {
 			if ready := s.cfg.Ready(); ready != nil && name != "/v1/history" && name != "/v1/clusters" {
@@ -256,13 +276,16 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, actor string) err
 	if err := authorizeObjects(r.Context(), objs); err != nil {
 		return err
 	}
+	if err := s.sealObjects(r.Context(), objs); err != nil {
+		return err
+	}
 	outcomes, err := s.cfg.Gate.Apply(r.Context(), actor, objs, r.Header.Get("Idempotency-Key"))
 	if err != nil {
 		return err
 	}
 	resp := ApplyResponse{Results: make([]ApplyResult, len(outcomes))}
 	for i, o := range outcomes {
-		resp.Results[i] = ApplyResult{Key: wireKey(o.Key), Action: string(o.Action), Object: rawObject(o.Object)}
+		resp.Results[i] = ApplyResult{Key: wireKey(o.Key), Action: string(o.Action), Object: rawObject(s.show(r, o.Object))}
 	}
 	return writeJSON(w, resp)
 }
@@ -313,7 +336,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, _ string) error {
 		return httpError(http.StatusNotFound, fmt.Sprintf("%s not found", k))
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_, err = w.Write(rawObject(o))
+	_, err = w.Write(rawObject(s.show(r, o)))
 	return err
 }
 
@@ -322,8 +345,13 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, _ string) error {
 	if err != nil {
 		return err
 	}
-	objs, seq := s.cfg.Store.List(q)
-	return writeJSON(w, listResponse(objs, seq))
+	objs, seq, next, err := s.listPage(r, q)
+	if err != nil {
+		return err
+	}
+	resp := listResponse(s.showAll(r, objs), seq)
+	resp.Continue = next
+	return writeJSON(w, resp)
 }
 
 func listResponse(objs []*schemas.Object, seq uint64) ListResponse {
@@ -340,10 +368,20 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, actor string) er
 		return err
 	}
 	out, err := s.cfg.Gate.Delete(r.Context(), actor, k, r.Header.Get("Idempotency-Key"))
+	purge := r.URL.Query().Get(purgeParam) == "true"
+	if purge && (err == nil || errors.Is(err, gate.ErrNotFound)) {
+		// A secret deleted long ago may still need forgetting.
+		if err := s.shred(r.Context(), k.Kind, k.Namespace, k.Name); err != nil {
+			return err
+		}
+		if err != nil {
+			return writeJSON(w, ApplyResponse{Results: []ApplyResult{{Key: wireKey(k), Action: "shredded"}}})
+		}
+	}
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, ApplyResponse{Results: []ApplyResult{{Key: wireKey(out.Key), Action: string(out.Action), Object: rawObject(out.Object)}}})
+	return writeJSON(w, ApplyResponse{Results: []ApplyResult{{Key: wireKey(out.Key), Action: string(out.Action), Object: rawObject(s.show(r, out.Object))}}})
 }
 
 func (s *Server) history(w http.ResponseWriter, r *http.Request, _ string) error {
@@ -358,9 +396,13 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, _ string) error
 	if len(evs) == 0 {
 		return httpError(http.StatusNotFound, fmt.Sprintf("%s has no history", k))
 	}
-	resp := HistoryResponse{Events: make([]json.RawMessage, len(evs))}
+	evs, next, err := s.pageEvents(r, evs)
+	if err != nil {
+		return err
+	}
+	resp := HistoryResponse{Events: make([]json.RawMessage, len(evs)), Continue: next}
 	for i, ev := range evs {
-		resp.Events[i] = rawEvent(ev)
+		resp.Events[i] = rawEvent(s.showEvent(r, ev))
 	}
 	return writeJSON(w, resp)
 }
@@ -391,7 +433,7 @@ func (s *Server) state(w http.ResponseWriter, r *http.Request, _ string) error {
 		return err
 	}
 	objs, _ := st.List(q)
-	return writeJSON(w, listResponse(objs, seq))
+	return writeJSON(w, listResponse(s.showAll(r, objs), seq))
 }
 
 // clusters lists the watched Kubernetes clusters. It answers while the
@@ -450,7 +492,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, _ string) error {
 				// last id it saw.
 				return nil
 			}
-			data, _ := json.Marshal(WatchEvent{Type: string(c.Type), ResourceVersion: c.Sequence, Key: wireKey(c.Key), Object: rawObject(c.Object)})
+			data, _ := json.Marshal(WatchEvent{Type: string(c.Type), ResourceVersion: c.Sequence, Key: wireKey(c.Key), Object: rawObject(s.show(r, c.Object))})
 			if _, err := fmt.Fprintf(w, "event: %s\nid: %d\ndata: %s\n\n", c.Type, c.Sequence, data); err != nil {
 				return nil
 			}

@@ -37,11 +37,15 @@ type ListResponse struct {
 	// watch from it misses nothing.
 	ResourceVersion uint64            `json:"resourceVersion,string"`
 	Items           []json.RawMessage `json:"items"`
+	// Continue, when set, fetches the next page (?continue=).
+	Continue string `json:"continue,omitempty"`
 }
 
 // HistoryResponse answers GET /v1/history.
 type HistoryResponse struct {
 	Events []json.RawMessage `json:"events"`
+	// Continue, when set, fetches the next page (?continue=).
+	Continue string `json:"continue,omitempty"`
 }
 
 // WatchEvent is the data of one server-sent event of GET /v1/watch.

@@ -60,12 +60,15 @@ func describeDetail(d api.ErrorDetail) string {
 
 // globals are the flags every client command shares.
 type globals struct {
-	server string
-	token  string
+	server      string
+	token       string
+	showSecrets bool // security.go
+	purge       bool // security.go; delete only
+	caFile      string
 }
 
 func (g *globals) client() *api.Client {
-	return &api.Client{BaseURL: g.server, Token: g.token}
+	return &api.Client{BaseURL: g.server, Token: g.token, ShowSecrets: g.showSecrets, PurgeSecretData: g.purge, HTTP: g.httpClient()}
 }
 
 func envOr(name, def string) string {
@@ -90,6 +93,7 @@ Start the control plane with 'jetplane serve'; the other commands talk to it.`,
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", envOr("JETPLANE_SERVER", "http://127.0.0.1:7070"), "API server URL (env JETPLANE_SERVER)")
 	root.PersistentFlags().StringVar(&g.token, "token", os.Getenv("JETPLANE_TOKEN"), "bearer token for the API (env JETPLANE_TOKEN)")
-	root.AddCommand(newServe(), newApply(g), newGet(g), newDelete(g), newWatch(g), newHistory(g), newState(g), newClusters(g), newCreds())
+	root.AddCommand(newServe(), newApply(g), newGet(g), newDelete(g), newWatch(g), newHistory(g), newState(g), newClusters(g), newCreds(), newKeys())
+	secretFlags(root, g)
 	return root
 }

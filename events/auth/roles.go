@@ -168,3 +168,19 @@ func SubscriberPermissions(name string) *server.Permissions {
 		Subscribe: &server.SubjectPermission{Allow: []string{InboxPrefix(RoleSubscriber, name) + ".>", events.LogsPrefix + ".>"}},
 	}
 }
+
+// OutsidePermissions is what a jetplane instance needs on a NATS
+// deployment it does not run (--nats-url), as an allow list for the
+// operator to give its user: the log's input subjects, the JetStream API
+// (less deleting or purging the log and deleting its events), its buckets
+// and object stores, acks, flow control and inboxes; and subscriptions to
+// inboxes and jetplane's own service subjects.
+func OutsidePermissions() *server.Permissions {
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{
+			Allow: []string{"jp.>", "$JS.API.>", "$KV.>", "$O.>", "$JS.ACK.>", "$JS.FC.>", "_INBOX.>"},
+			Deny:  destructive(),
+		},
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", "jp.>"}},
+	}
+}

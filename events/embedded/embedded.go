@@ -7,6 +7,7 @@
 package embedded
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -51,6 +52,16 @@ type Config struct {
 	// Nodes of one cluster may share one, so that a credential works on
 	// every node.
 	AuthDir string
+	// TLS, when it has a cert, makes the client port speak TLS only and,
+	// in a cluster, the routes mutual TLS (each node presents the cert
+	// and verifies the others' against the CA). In-process connections
+	// need none.
+	TLS TLSConfig
+}
+
+// TLSConfig names PEM files.
+type TLSConfig struct {
+	CertFile, KeyFile, CAFile string
 }
 
 // ClusterConfig joins the embedded server to a cluster.
@@ -78,6 +89,12 @@ func (c Config) validate() error {
 	}
 	if c.Cluster.Name == "" && (len(c.Cluster.Routes) > 0 || c.Cluster.Port != 0) {
 		return errors.New("embedded nats: cluster routes or port given without a cluster name; set the name")
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") || (c.TLS.CAFile != "" && c.TLS.CertFile == "") {
+		return errors.New("embedded nats: tls needs a cert file and a key file (and a CA file for cluster routes)")
+	}
+	if c.TLS.CertFile != "" && c.Cluster.Name != "" && c.TLS.CAFile == "" {
+		return errors.New("embedded nats: tls on cluster routes needs a CA file to verify the other nodes; give --nats-tls-ca")
 	}
 	if c.Cluster.Name != "" && c.ServerName == "" {
 		return errors.New("embedded nats: every node of a cluster needs its own server name")
@@ -139,6 +156,19 @@ func Start(cfg Config) (*Server, error) {
 			opts.Cluster.Port = 6222
 		}
 		opts.Routes = server.RoutesFromStr(strings.Join(cl.Routes, ","))
+	}
+	if t := cfg.TLS; t.CertFile != "" {
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: t.CertFile, KeyFile: t.KeyFile, CaFile: t.CAFile})
+		if err != nil {
+			return nil, fmt.Errorf("embedded nats: tls: %w", err)
+		}
+		opts.TLS, opts.TLSConfig, opts.TLSTimeout = true, tc, 5
+		if opts.Cluster.Name != "" {
+			rc := tc.Clone()
+			rc.ClientAuth = tls.RequireAndVerifyClientCert
+			rc.RootCAs = rc.ClientCAs
+			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = rc, 5
+		}
 	}
 	// The server only logs a port it cannot bind and then never becomes
 	// ready; check first, so the error says what to change.

@@ -6,11 +6,14 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -22,6 +25,7 @@ import (
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/bridge/kube"
+	"github.com/jetplane/jetplane/bridge/seal"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/events/auth"
 	"github.com/jetplane/jetplane/events/embedded"
@@ -64,6 +68,17 @@ type Config struct {
 	Tokens map[string]string
 	// Principals are API tokens with a role and namespaces.
 	Principals []api.Principal
+	// EncryptionKeyFile holds the key-encryption keys that seal Secrets
+	// (package bridge/seal). Default with the embedded server: one
+	// generated in its credentials store; with an outside NATS and no key
+	// file, Secrets with values are refused.
+	EncryptionKeyFile string
+	// APILimits bound each API token's request rate, watches and pages.
+	APILimits api.Limits
+	// NATSTLS makes the embedded server's client port and routes speak TLS.
+	NATSTLS embedded.TLSConfig
+	// TLSCertFile and TLSKeyFile make the API serve HTTPS only.
+	TLSCertFile, TLSKeyFile string
 	// Clusters are the Kubernetes clusters the bridge watches (`serve
 	// --clusters FILE`, see kube.LoadFile); empty runs no bridge. The same
 	// clusters' client configs are what an Apply reconciler needs:
@@ -125,7 +140,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		a.srv, err = embedded.Start(embedded.Config{
 			StoreDir: cfg.DataDir, Host: cfg.NATSHost, Port: port, ServerName: cfg.NATSName,
 			SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval, Cluster: cfg.NATSCluster, Logs: cfg.NATSLogs,
-			AuthDir: cfg.NATSAuthDir,
+			AuthDir: cfg.NATSAuthDir, TLS: cfg.NATSTLS,
 		})
 		if err != nil {
 			return nil, err
@@ -194,16 +209,51 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "jetplane_projection_objects", Help: "Objects in current state.",
 	}, func() float64 { return float64(a.store.Len()) }))
-	if a.api, err = api.New(api.Config{
+	sealer, err := a.sealer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if a.api, err = api.New(api.Config{Sealer: sealer, Limits: cfg.APILimits,
 		Gate: g, Store: a.store, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters,
 		Tokens: cfg.Tokens, Principals: cfg.Principals, Registerer: reg, Gatherer: reg, Logger: cfg.Logger,
 	}); err != nil {
 		return nil, err
 	}
+	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
+		return nil, errors.New("api tls: give both --tls-cert and --tls-key")
+	}
+	if cfg.TLSCertFile != "" {
+		// Load now, so a bad file stops the start rather than the first request.
+		if _, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile); err != nil {
+			return nil, fmt.Errorf("api tls: %w", err)
+		}
+	}
 	if a.listener, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen %s: %w; choose another address with --listen", cfg.Listen, err)
 	}
 	return a, nil
+}
+
+// sealer opens the key file and the data key bucket for sealing Secrets.
+func (a *App) sealer(ctx context.Context) (*seal.Sealer, error) {
+	path := a.cfg.EncryptionKeyFile
+	if path == "" {
+		if a.srv == nil {
+			a.cfg.Logger.Warn("no --encryption-key-file: Secrets with values will be refused")
+			return nil, nil
+		}
+		path = filepath.Join(a.srv.Creds().Dir(), "encryption.keys")
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			if _, err := seal.RotateKeyFile(path); err != nil {
+				return nil, err
+			}
+		}
+	}
+	keys, err := a.log.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return seal.New(path, keys)
 }
 
 // openLog opens the log and the snapshot bucket, waiting up to two minutes
@@ -320,7 +370,12 @@ func registerBridgeMetrics(reg prometheus.Registerer, b *kube.Bridge) {
 }
 
 // URL is the API's base URL.
-func (a *App) URL() string { return "http://" + a.listener.Addr().String() }
+func (a *App) URL() string {
+	if a.cfg.TLSCertFile != "" {
+		return "https://" + a.listener.Addr().String()
+	}
+	return "http://" + a.listener.Addr().String()
+}
 
 // NATSURL is the URL outside clients reach the embedded NATS server on
 // ("" with an outside NATS).
@@ -377,7 +432,13 @@ func (a *App) Run(ctx context.Context) error {
 
 	httpSrv := &http.Server{Handler: a.api, ReadHeaderTimeout: 10 * time.Second}
 	httpDone := make(chan error, 1)
-	go func() { httpDone <- httpSrv.Serve(a.listener) }()
+	go func() {
+		if a.cfg.TLSCertFile != "" {
+			httpDone <- httpSrv.ServeTLS(a.listener, a.cfg.TLSCertFile, a.cfg.TLSKeyFile)
+			return
+		}
+		httpDone <- httpSrv.Serve(a.listener)
+	}()
 	a.cfg.Logger.Info("api listening", "url", a.URL())
 
 	var runErr error

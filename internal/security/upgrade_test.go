@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/bridge/seal"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/events/auth"
 	"github.com/jetplane/jetplane/internal/app"
@@ -107,4 +109,51 @@ func TestOutsideLogMustBeAppendOnly(t *testing.T) {
 	if info.Config.DenyDelete || info.State.Msgs != 1 {
 		t.Fatalf("the stream was changed: deny_delete=%t, %d events", info.Config.DenyDelete, info.State.Msgs)
 	}
+}
+
+// jetplane runs on an outside NATS whose user has exactly the documented
+// permissions, and that user cannot remove events either.
+func TestOutsideNATSWithDocumentedPermissions(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true,
+		Users: []*server.User{{Username: "jetplane", Password: "s3cret", Permissions: auth.OutsidePermissions()}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	if !ns.ReadyForConnections(wait) {
+		t.Fatal("server not ready")
+	}
+	url := strings.Replace(ns.ClientURL(), "nats://", "nats://jetplane:s3cret@", 1)
+	a := start(t, app.Config{NATS: events.ConnectOptions{URLs: url}, Principals: principals(), EncryptionKeyFile: keyFile(t)})
+	c := &api.Client{BaseURL: a.URL(), Token: "admin-token"}
+	seed(t, c)
+	if _, err := c.Apply(context.Background(), "s.yaml", []byte(secretYAML("db", "pw")), ""); err != nil {
+		t.Fatalf("apply a Secret: %v", err)
+	}
+	before := fingerprintOf(t, a)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(context.Background(), events.StreamName); err == nil {
+		t.Fatal("deleted the log")
+	}
+	unchanged(t, a, before)
+}
+
+func keyFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "keys")
+	if _, err := seal.RotateKeyFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

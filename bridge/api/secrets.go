@@ -1,0 +1,96 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/jetplane/jetplane/bridge/seal"
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// Query parameters of secret handling.
+const (
+	// showSecretsParam=true asks for secret values in clear (admins, and
+	// tokens granted +secrets); without it they are masked.
+	showSecretsParam = "showSecrets"
+	// purgeParam=true on DELETE destroys the object's data keys
+	// (crypto-shredding; admins only).
+	purgeParam = "purgeSecretData"
+)
+
+// authorizeSecrets refuses (403) a request for secret values, or to shred
+// them, that p may not make.
+func authorizeSecrets(p *Principal, r *http.Request) error {
+	q := r.URL.Query()
+	if q.Get(showSecretsParam) == "true" && !p.CanSeeSecrets() {
+		return httpError(http.StatusForbidden, fmt.Sprintf("%s may not see secret values; ask an admin for a token with +secrets", p.Name))
+	}
+	if q.Get(purgeParam) == "true" && p.Role != RoleAdmin {
+		return httpError(http.StatusForbidden, fmt.Sprintf("%s (role %s) may not destroy secret data; only admins may", p.Name, p.Role))
+	}
+	return nil
+}
+
+// sealObjects seals the secret fields of objs before they reach the gate.
+func (s *Server) sealObjects(ctx context.Context, objs []*schemas.Object) error {
+	for _, o := range objs {
+		if !seal.Secret(o.GetKind()) {
+			continue
+		}
+		current := s.cfg.Store.Get(projections.ObjectKey(o))
+		if err := s.cfg.Sealer.Seal(ctx, o, current); err != nil {
+			if errors.Is(err, seal.ErrNoKey) {
+				return httpError(http.StatusBadRequest, fmt.Sprintf("%s %s/%s: %v", o.GetKind(), o.GetMetadata().GetNamespace(), o.GetMetadata().GetName(), err))
+			}
+			return fmt.Errorf("seal %s %s/%s: %w", o.GetKind(), o.GetMetadata().GetNamespace(), o.GetMetadata().GetName(), err)
+		}
+	}
+	return nil
+}
+
+// show is o as the request may see it: secret values in clear when asked
+// for (authorizeSecrets has checked the right), else masked.
+func (s *Server) show(r *http.Request, o *schemas.Object) *schemas.Object {
+	if o == nil || !seal.Secret(o.GetKind()) {
+		return o
+	}
+	if r.URL.Query().Get(showSecretsParam) == "true" {
+		return s.cfg.Sealer.Reveal(r.Context(), o)
+	}
+	return seal.Mask(o)
+}
+
+func (s *Server) showAll(r *http.Request, objs []*schemas.Object) []*schemas.Object {
+	for i, o := range objs {
+		objs[i] = s.show(r, o)
+	}
+	return objs
+}
+
+func (s *Server) showEvent(r *http.Request, ev *schemas.Event) *schemas.Event {
+	o := s.show(r, ev.GetObject())
+	if o == ev.GetObject() {
+		return ev
+	}
+	out := proto.Clone(ev).(*schemas.Event)
+	out.Object = o
+	return out
+}
+
+// shred destroys k's data keys after a delete asked to purge secret data.
+func (s *Server) shred(ctx context.Context, kind, ns, name string) error {
+	if s.cfg.Sealer == nil {
+		return httpError(http.StatusBadRequest, "this server has no encryption key, so it holds no secret data to destroy")
+	}
+	n, err := s.cfg.Sealer.Shred(ctx, kind, ns, name)
+	if err != nil {
+		return fmt.Errorf("destroy the data keys of %s %s/%s: %w", kind, ns, name, err)
+	}
+	s.cfg.Logger.Info("secret data destroyed", "kind", kind, "namespace", ns, "name", name, "data_keys", n)
+	return nil
+}

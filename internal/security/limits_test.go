@@ -1,0 +1,171 @@
+package security
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/internal/app"
+)
+
+func get(t *testing.T, a *app.App, token, path string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, a.URL()+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, body
+}
+
+// A token over its request rate gets 429 with Retry-After; other tokens
+// are not affected.
+func TestAPIRateLimitPerToken(t *testing.T) {
+	// One request per 1000 s after a burst of 2: the third is refused
+	// however slow the machine.
+	a := start(t, app.Config{Principals: principals(), APILimits: api.Limits{Rate: 0.001, Burst: 2}})
+	for i := range 2 {
+		if resp, body := get(t, a, "reader-token", "/v1/objects"); resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d %s", i+1, resp.StatusCode, body)
+		}
+	}
+	resp, body := get(t, a, "reader-token", "/v1/objects")
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("third request: %d %s, want 429", resp.StatusCode, body)
+	}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 {
+		t.Fatalf("Retry-After %q, want whole seconds", resp.Header.Get("Retry-After"))
+	}
+	if resp, _ := get(t, a, "admin-token", "/v1/objects"); resp.StatusCode != 200 {
+		t.Fatalf("another token: %d, want 200", resp.StatusCode)
+	}
+}
+
+// A token may hold only so many watches; closing one frees its slot.
+func TestAPIWatchesPerToken(t *testing.T) {
+	a := start(t, app.Config{Principals: principals(), APILimits: api.Limits{Watches: 1}})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.URL()+"/v1/watch", nil)
+	req.Header.Set("Authorization", "Bearer reader-token")
+	first, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.StatusCode != 200 {
+		t.Fatalf("first watch: %d", first.StatusCode)
+	}
+	if resp, body := get(t, a, "reader-token", "/v1/watch"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("second watch: %d %s, want 429", resp.StatusCode, body)
+	}
+	cancel()
+	first.Body.Close()
+	deadline := time.Now().Add(wait)
+	for {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.URL()+"/v1/watch", nil)
+		req.Header.Set("Authorization", "Bearer reader-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		code := resp.StatusCode
+		cancel()
+		resp.Body.Close()
+		if code == 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("watch after closing the first: %d", code)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Lists and histories come in pages that together are the whole answer.
+func TestAPIPagination(t *testing.T) {
+	a := start(t, app.Config{Principals: principals()})
+	c := &api.Client{BaseURL: a.URL(), Token: "admin-token"}
+	var docs []string
+	for i := range 5 {
+		docs = append(docs, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d, namespace: shop}\ndata: {v: '1'}\n", i))
+	}
+	if _, err := c.Apply(context.Background(), "x.yaml", []byte(strings.Join(docs, "---\n")), ""); err != nil {
+		t.Fatal(err)
+	}
+	for i := 2; i <= 3; i++ {
+		if _, err := c.Apply(context.Background(), "x.yaml", []byte(strings.Replace(docs[0], "'1'", fmt.Sprintf("'%d'", i), 1)), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var names []string
+	pages := 0
+	path := "/v1/objects?namespace=shop&limit=2"
+	for {
+		resp, body := get(t, a, "admin-token", path)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, body)
+		}
+		var page api.ListResponse
+		if err := json.Unmarshal(body, &page); err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if len(page.Items) > 2 {
+			t.Fatalf("page of %d items, limit 2", len(page.Items))
+		}
+		for _, raw := range page.Items {
+			o, err := api.DecodeObject(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, o.GetMetadata().GetName())
+		}
+		if page.Continue == "" {
+			break
+		}
+		path = "/v1/objects?namespace=shop&limit=2&continue=" + url.QueryEscape(page.Continue)
+	}
+	if want := "cm-0,cm-1,cm-2,cm-3,cm-4"; pages != 3 || strings.Join(names, ",") != want {
+		t.Fatalf("%d pages of %q, want 3 pages of %s", pages, names, want)
+	}
+	all, err := c.List(context.Background(), api.Query{Namespace: "shop"})
+	if err != nil || len(all.Items) != 5 {
+		t.Fatalf("client list: %d items, %v", len(all.Items), err)
+	}
+
+	resp, body := get(t, a, "admin-token", "/v1/history?kind=ConfigMap&namespace=shop&name=cm-0&limit=2")
+	var h api.HistoryResponse
+	if err := json.Unmarshal(body, &h); resp.StatusCode != 200 || err != nil || len(h.Events) != 2 || h.Continue == "" {
+		t.Fatalf("history page: %d %s", resp.StatusCode, body)
+	}
+	resp, body = get(t, a, "admin-token", "/v1/history?kind=ConfigMap&namespace=shop&name=cm-0&limit=2&continue="+url.QueryEscape(h.Continue))
+	var h2 api.HistoryResponse
+	if err := json.Unmarshal(body, &h2); resp.StatusCode != 200 || err != nil || len(h2.Events) != 1 || h2.Continue != "" {
+		t.Fatalf("last history page: %d %s", resp.StatusCode, body)
+	}
+	full, err := c.History(context.Background(), api.Key{Kind: "ConfigMap", Namespace: "shop", Name: "cm-0"})
+	if err != nil || len(full.Events) != 3 {
+		t.Fatalf("client history: %d events, %v", len(full.Events), err)
+	}
+	if resp, _ := get(t, a, "admin-token", "/v1/objects?continue=garbage!"); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a forged continue token: %d, want 400", resp.StatusCode)
+	}
+	if resp, _ := get(t, a, "admin-token", "/v1/objects?limit=-1"); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("limit -1: %d, want 400", resp.StatusCode)
+	}
+}
