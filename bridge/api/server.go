@@ -68,13 +68,13 @@ type Config struct {
 
 // Server is the HTTP API. It is an http.Handler.
 type Server struct {
-	cfg     Config
+	cfg       Config
 	tokens    *tokens
 	limits    *limiter
 	limitsCfg Limits
 	mux       *http.ServeMux
-	reqs    *prometheus.CounterVec
-	latency *prometheus.HistogramVec
+	reqs      *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
 }
 
 // New validates cfg and builds the handler.
