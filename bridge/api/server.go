@@ -68,13 +68,15 @@ type Config struct {
 
 // Server is the HTTP API. It is an http.Handler.
 type Server struct {
-	cfg       Config
+	cfg     Config
+	mux     *http.ServeMux
+	reqs    *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+
+	// Who may do what, and how much (authz.go, limits.go).
 	tokens    *tokens
 	limits    *limiter
 	limitsCfg Limits
-	mux       *http.ServeMux
-	reqs      *prometheus.CounterVec
-	latency   *prometheus.HistogramVec
 }
 
 // New validates cfg and builds the handler.
