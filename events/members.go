@@ -453,11 +453,12 @@ func (m *Members) Holder(ctx context.Context, p int) (string, error) {
 }
 
 // Release gives partition p up, unless another instance has taken it
-// meanwhile.
+// meanwhile. The claim is forgotten only once the delete succeeded (or
+// found the claim taken): after a failure, calling Release again retries
+// it, and until then the claim counts as held here.
 func (m *Members) Release(ctx context.Context, p int) error {
 	m.mu.Lock()
 	rev, ok := m.claims[p]
-	delete(m.claims, p)
 	m.mu.Unlock()
 	if !ok {
 		return nil
@@ -466,6 +467,11 @@ func (m *Members) Release(ctx context.Context, p int) error {
 	if err != nil && !isWrongRevision(err) {
 		return fmt.Errorf("members: release partition %d: %w", p, err)
 	}
+	m.mu.Lock()
+	if m.claims[p] == rev {
+		delete(m.claims, p)
+	}
+	m.mu.Unlock()
 	return nil
 }
 
