@@ -119,7 +119,7 @@ func New(cfg Config) (*Runtime, error) {
 				return nil, err
 			}
 			r.byKind[kind] = &controller{rt: r, kind: kind, rec: rec, q: q, notify: make(chan struct{}, 1),
-				pending: map[string][]events.Delivery{}, seen: map[string]uint64{}, read: map[string]uint64{}, actor: "reconciler/" + kind + "@" + cfg.Instance}
+				pending: map[string][]events.Delivery{}, seen: map[string]uint64{}, read: map[string]uint64{}, next: map[string]time.Time{}, actor: "reconciler/" + kind + "@" + cfg.Instance}
 		}
 	}
 	return r, nil
@@ -285,6 +285,9 @@ type controller struct {
 	// read is, per key, the resourceVersion its latest run read: an event
 	// at or below it is already covered (a late or repeated delivery).
 	read map[string]uint64
+	// next is, per key, when it runs next without a change: what status
+	// would otherwise carry as nextRunTime at every run (NextRun).
+	next map[string]time.Time
 }
 
 // add enqueues k. d is the delivery of k's own event (acknowledged when
@@ -517,7 +520,12 @@ func (c *controller) decide(ctx context.Context, k projections.Key, obj *schemas
 // finish tells the queue the run ended and acknowledges what it covered.
 func (c *controller) finish(key string, r queue.Result, covered []events.Delivery) {
 	c.mu.Lock()
-	_, err := c.q.Done(key, r, c.rt.cfg.Now())
+	next, err := c.q.Done(key, r, c.rt.cfg.Now())
+	if next.IsZero() {
+		delete(c.next, key)
+	} else {
+		c.next[key] = next
+	}
 	c.mu.Unlock()
 	if err != nil {
 		c.rt.cfg.Logger.Error("queue out of step", "kind", c.kind, "key", key, "err", err)
@@ -584,6 +592,20 @@ func encodeKey(k projections.Key) string { return k.Kind + "\x00" + k.Namespace 
 func decodeKey(s string) projections.Key {
 	parts := strings.SplitN(s, "\x00", 3)
 	return projections.Key{Kind: parts[0], Namespace: parts[1], Name: parts[2]}
+}
+
+// NextRun is when k's next run is due without any change, as this
+// instance's queue has it: false when k is not in a partition held here or
+// waits for a change.
+func (r *Runtime) NextRun(k projections.Key) (time.Time, bool) {
+	c := r.byKind[k.Kind]
+	if c == nil || !r.parts.active(r.parts.of(k)) {
+		return time.Time{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.next[encodeKey(k)]
+	return t, ok
 }
 
 // Partitions lists the partitions this instance runs now.

@@ -25,6 +25,7 @@ type env struct {
 	log   *events.Log
 	store *projections.Store
 	gate  *gate.Gate
+	rt    *reconcilers.Runtime
 }
 
 // start runs a log, a projection, the runtime with recs, and a gate that
@@ -56,7 +57,7 @@ func start(t *testing.T, qcfg queue.Config, recs ...reconcilers.Reconciler) *env
 	if len(recs) > 0 {
 		eventually(t, "the runtime to hold every partition", func() bool { return len(rt.Partitions()) == l.Partitions() })
 	}
-	return &env{log: l, store: st, gate: g}
+	return &env{log: l, store: st, gate: g, rt: rt}
 }
 
 func (e *env) apply(t *testing.T, yaml string) {
