@@ -485,7 +485,16 @@ func (c *controller) run(ctx context.Context, key string) {
 	// Status first, then the queue and the acknowledgements: the key stays
 	// running (no second run of it can start) until its status is written,
 	// and a crash before the acknowledgement brings the trigger back.
-	c.record(ctx, k, obj, o, nextRun, cause)
+	if !c.record(ctx, k, obj, o, nextRun, cause) {
+		// The work is done but not recorded: a failed run, retried with
+		// the key's backoff (and counted towards it) once the log answers,
+		// not at once (the reconciler would call its outside system in a
+		// tight loop for as long as the log is down).
+		qres = queue.Result{Outcome: queue.Failed}
+		c.mu.Lock()
+		_, _ = c.q.Plan(key, qres, rt.cfg.Now())
+		c.mu.Unlock()
+	}
 	c.finish(key, qres, covered)
 	rt.cfg.Metrics.observe(c.kind, qres.Outcome, rt.cfg.Now().Sub(start), covered)
 }
@@ -541,8 +550,9 @@ const statusWriteTimeout = 5 * time.Second
 
 // record writes the run's status (or the end of a deletion) with
 // optimistic concurrency on the version the run read. A conflict means
-// the object changed under the run: it runs again at once.
-func (c *controller) record(ctx context.Context, k projections.Key, obj *schemas.Object, o outcome, nextRun time.Time, cause string) {
+// the object changed under the run: it runs again at once. It reports
+// false when the write failed otherwise (the log did not answer).
+func (c *controller) record(ctx context.Context, k projections.Key, obj *schemas.Object, o outcome, nextRun time.Time, cause string) bool {
 	rt := c.rt
 	now := rt.cfg.Now()
 	ev := &schemas.Event{Key: k.Proto(), Actor: c.actor, Time: timestamppb.New(now), Cause: cause}
@@ -551,7 +561,7 @@ func (c *controller) record(ctx context.Context, k projections.Key, obj *schemas
 	} else {
 		st := nextStatus(obj, o, nextRun, now)
 		if sameStatus(obj.GetStatus(), st) {
-			return
+			return true
 		}
 		ev.Type = schemas.EventType_EVENT_TYPE_STATUS_CHANGED
 		ev.Object = &schemas.Object{Status: st}
@@ -578,11 +588,10 @@ func (c *controller) record(ctx context.Context, k projections.Key, obj *schemas
 		head, _ := rt.cfg.Log.LastSequence(ctx)
 		c.add(k, nil, head)
 	case err != nil:
-		// The run's work is done but not recorded; run again (the work is
-		// idempotent) once the log answers.
-		rt.cfg.Logger.Warn("status write failed; running again", "key", k.String(), "err", err)
-		c.add(k, nil, 0)
+		rt.cfg.Logger.Warn("status write failed; running again after the key's backoff", "key", k.String(), "err", err)
+		return false
 	}
+	return true
 }
 
 // Keys travel through the queue as strings; NUL cannot occur in a kind,

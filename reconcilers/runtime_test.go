@@ -32,14 +32,25 @@ type env struct {
 // leaves finalization of their kinds to them.
 func start(t *testing.T, qcfg queue.Config, recs ...reconcilers.Reconciler) *env {
 	t.Helper()
+	return startWith(t, qcfg, nil, recs...)
+}
+
+// startWith is start with the runtime's view of the log passed through
+// wrap (nil: the log itself), for injecting faults.
+func startWith(t *testing.T, qcfg queue.Config, wrap func(*events.Log) reconcilers.Log, recs ...reconcilers.Reconciler) *env {
+	t.Helper()
 	l := testenv.Log(t, events.Config{})
+	var rl reconcilers.Log = l
+	if wrap != nil {
+		rl = wrap(l)
+	}
 	st := projections.NewStore(projections.StoreOptions{})
 	quiet := slog.New(slog.DiscardHandler)
 	p, err := projections.NewProjector(projections.ProjectorConfig{Log: l, Store: st, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := reconcilers.New(reconcilers.Config{Log: l, State: st, Reconcilers: recs, Instance: "test", Queue: qcfg, Logger: quiet})
+	rt, err := reconcilers.New(reconcilers.Config{Log: rl, State: st, Reconcilers: recs, Instance: "test", Queue: qcfg, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
