@@ -25,10 +25,19 @@ type partitions struct {
 	rt *Runtime
 	n  int
 
+	// runCtx is the runtime's context for runs (it outlives the runtime's
+	// own by the grace period); set before the first partition is taken.
+	runCtx context.Context
+
 	mu      sync.Mutex
 	on      map[int]bool
 	running map[int]int
 	idle    *sync.Cond // signalled when a partition's running count drops
+	// runs are the partitions' run contexts: cancelled once a partition
+	// has been giving up for the grace period, so that a stuck run does
+	// not hold the partition here for ever.
+	runs map[int]context.Context
+	stop map[int]context.CancelFunc
 
 	resync chan struct{}
 }
@@ -37,7 +46,8 @@ func newPartitions(rt *Runtime, n int) *partitions {
 	if n < 1 {
 		n = 1
 	}
-	ps := &partitions{rt: rt, n: n, on: map[int]bool{}, running: map[int]int{}, resync: make(chan struct{}, 1)}
+	ps := &partitions{rt: rt, n: n, on: map[int]bool{}, running: map[int]int{}, resync: make(chan struct{}, 1),
+		runCtx: context.Background(), runs: map[int]context.Context{}, stop: map[int]context.CancelFunc{}}
 	ps.idle = sync.NewCond(&ps.mu)
 	return ps
 }
@@ -51,15 +61,16 @@ func (ps *partitions) active(p int) bool {
 	return ps.on[p]
 }
 
-// begin starts a run in partition p, if p is active here.
-func (ps *partitions) begin(p int) bool {
+// begin starts a run in partition p, if p is active here, and returns
+// the context the run must honour.
+func (ps *partitions) begin(p int) (context.Context, bool) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if !ps.on[p] {
-		return false
+		return nil, false
 	}
 	ps.running[p]++
-	return true
+	return ps.runs[p], true
 }
 
 func (ps *partitions) end(p int) {
@@ -205,6 +216,7 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members *events
 	}
 	ps.mu.Lock()
 	ps.on[p] = true
+	ps.runs[p], ps.stop[p] = context.WithCancel(ps.runCtx)
 	ps.mu.Unlock()
 	keys := ps.enqueue(p)
 	log.Info("partition taken", "keys", keys, "waited", time.Since(asked).Round(time.Millisecond))
@@ -245,11 +257,21 @@ func (ps *partitions) giveUp(stopping context.Context, p int, consumer string, m
 	started := time.Now()
 	ps.mu.Lock()
 	ps.on[p] = false
+	cancelRuns := ps.stop[p]
+	// Runs get the grace period to end; then their context is cancelled,
+	// and a run stuck in a call that honours it ends.
+	overdue := time.AfterFunc(rt.cfg.Grace, func() {
+		log.Warn("runs in flight outlived the grace period; cancelling them", "grace", rt.cfg.Grace)
+		cancelRuns()
+	})
 	for ps.running[p] > 0 {
-		// Runs end within the grace period: they are cancelled after it.
 		ps.idle.Wait()
 	}
+	delete(ps.runs, p)
+	delete(ps.stop, p)
 	ps.mu.Unlock()
+	overdue.Stop()
+	cancelRuns()
 	for _, c := range rt.byKind {
 		c.dropPartition(p)
 	}

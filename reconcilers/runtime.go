@@ -156,11 +156,12 @@ func (r *Runtime) Start(ctx context.Context) error {
 	var wg sync.WaitGroup
 	runCtx, stopRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRuns()
+	r.parts.runCtx = runCtx
 	for _, c := range r.byKind {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.dispatch(ctx, runCtx)
+			c.dispatch(ctx)
 		}()
 	}
 	// Stop taking work at ctx's end; runs in flight finish unless they
@@ -352,8 +353,9 @@ func (c *controller) wake() {
 }
 
 // dispatch hands due keys to workers until ctx ends, then waits for the
-// workers. Runs use runCtx, which outlives ctx by the shutdown grace.
-func (c *controller) dispatch(ctx, runCtx context.Context) {
+// workers. Runs use their partition's context (see partitions.begin),
+// which outlives ctx by the shutdown grace.
+func (c *controller) dispatch(ctx context.Context) {
 	work := make(chan string)
 	var wg sync.WaitGroup
 	workers := c.rt.cfg.Queue.MaxRunning
@@ -365,7 +367,7 @@ func (c *controller) dispatch(ctx, runCtx context.Context) {
 		go func() {
 			defer wg.Done()
 			for key := range work {
-				c.run(runCtx, key)
+				c.run(key)
 			}
 		}()
 	}
@@ -418,7 +420,7 @@ func (c *controller) dispatch(ctx, runCtx context.Context) {
 }
 
 // run runs one key once and records what happened.
-func (c *controller) run(ctx context.Context, key string) {
+func (c *controller) run(key string) {
 	rt := c.rt
 	k := decodeKey(key)
 	c.mu.Lock()
@@ -429,7 +431,8 @@ func (c *controller) run(ctx context.Context, key string) {
 	c.mu.Unlock()
 
 	p := rt.parts.of(k)
-	if !rt.parts.begin(p) {
+	ctx, ok := rt.parts.begin(p)
+	if !ok {
 		// The partition moved away (or is moving): its new holder runs
 		// the key.
 		c.mu.Lock()
