@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/internal/retry"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers/queue"
 	"github.com/jetplane/jetplane/schemas"
@@ -24,9 +25,33 @@ type Log interface {
 	Append(ctx context.Context, e events.Entry) (events.Result, error)
 	LastSequence(ctx context.Context) (uint64, error)
 	Partitions() int
-	Join(ctx context.Context, instance string, opts events.MemberOptions) (*events.Members, error)
 	Unpin(ctx context.Context, consumer, group string) error
 }
+
+// Members is this instance's membership among the instances sharing the
+// log: who is live, and the claims that make a partition's holder
+// exclusive. events.Members is the implementation;
+// reconcilers/memberfake is an in-memory one for tests.
+type Members interface {
+	// Self is this instance's name.
+	Self() string
+	// Live returns the live instances, sorted (Self among them), and a
+	// channel closed when that set next changes.
+	Live() ([]string, <-chan struct{})
+	// Claim makes this instance p's holder, waiting while another live
+	// instance holds it; it fails only when ctx ends.
+	Claim(ctx context.Context, p int) error
+	// Release gives p up; after a failure the claim is still held, and
+	// calling Release again retries.
+	Release(ctx context.Context, p int) error
+	// Leave withdraws this instance; release partitions first.
+	Leave(ctx context.Context) error
+}
+
+// JoinFunc announces instance to the others and returns its membership.
+type JoinFunc func(ctx context.Context, instance string, opts events.MemberOptions) (Members, error)
+
+var _ Members = (*events.Members)(nil)
 
 // State is the projection runs read.
 type State interface {
@@ -44,7 +69,10 @@ var (
 
 // Config configures a Runtime.
 type Config struct {
-	Log         Log
+	Log Log
+	// Join joins the instances sharing the log; default: the log's own
+	// Join (events.Log.Join) when Log has one.
+	Join        JoinFunc
 	State       State
 	Reconcilers []Reconciler
 	// Instance names this process in actors ("reconciler/<kind>@<instance>");
@@ -84,6 +112,21 @@ type Runtime struct {
 func New(cfg Config) (*Runtime, error) {
 	if cfg.Log == nil || cfg.State == nil {
 		return nil, errors.New("reconcilers: log and state are required")
+	}
+	if cfg.Join == nil {
+		j, ok := cfg.Log.(interface {
+			Join(context.Context, string, events.MemberOptions) (*events.Members, error)
+		})
+		if !ok {
+			return nil, errors.New("reconcilers: Join is required when the log cannot join members itself")
+		}
+		cfg.Join = func(ctx context.Context, instance string, opts events.MemberOptions) (Members, error) {
+			m, err := j.Join(ctx, instance, opts)
+			if err != nil {
+				return nil, err
+			}
+			return m, nil
+		}
 	}
 	if cfg.Instance == "" {
 		host, _ := os.Hostname()
@@ -180,23 +223,20 @@ func (r *Runtime) Start(ctx context.Context) error {
 
 // join announces this instance, retrying while the cluster cannot yet
 // place the members bucket.
-func (r *Runtime) join(ctx context.Context) (*events.Members, error) {
-	for attempt := 1; ; attempt++ {
+func (r *Runtime) join(ctx context.Context) (Members, error) {
+	var m Members
+	err := retry.Do(ctx, retry.Constant(500*time.Millisecond), func(attempt int, err error, _ time.Duration) {
+		if retry.Often(attempt) {
+			r.cfg.Logger.Info("waiting to join the other instances", "err", err, "attempts", attempt)
+		}
+	}, func(int) error {
 		jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		m, err := r.cfg.Log.Join(jctx, r.cfg.Instance, r.cfg.Members)
-		cancel()
-		if err == nil || ctx.Err() != nil {
-			return m, err
-		}
-		if attempt == 1 || attempt%10 == 0 {
-			r.cfg.Logger.Info("waiting to join the other instances", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+		defer cancel()
+		var err error
+		m, err = r.cfg.Join(jctx, r.cfg.Instance, r.cfg.Members)
+		return err
+	})
+	return m, err
 }
 
 // trigger turns one log event of a partition this instance holds into a
