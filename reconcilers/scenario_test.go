@@ -241,9 +241,9 @@ func (fakeLog) Consume(ctx context.Context, _ events.ConsumerOptions, _ func(eve
 func (fakeLog) Append(context.Context, events.Entry) (events.Result, error) {
 	return events.Result{Sequence: seq.Add(1)}, nil
 }
-func (fakeLog) LastSequence(context.Context) (uint64, error)  { return 0, nil }
-func (fakeLog) Partitions() int                               { return worldPartitions }
-func (fakeLog) Unpin(context.Context, string, string) error { return nil }
+func (fakeLog) LastSequence(context.Context) (uint64, error) { return 0, nil }
+func (fakeLog) Partitions() int                              { return worldPartitions }
+func (fakeLog) Unpin(context.Context, string, string) error  { return nil }
 
 // fakeObjects are the objects of a scenario; each instance reads them
 // through its own view (a runtime takes the view's change callback).
