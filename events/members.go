@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetplane/jetplane/internal/retry"
 )
 
 // MembersBucket is the key-value bucket of live instances and of partition
@@ -350,23 +352,13 @@ func (m *Members) Claim(ctx context.Context, p int) error {
 		delete(m.claiming, p)
 		m.mu.Unlock()
 	}()
-	for {
-		err := m.tryClaim(ctx, p, key)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			m.abandon(p)
-			return ctx.Err()
-		}
-		// Held by a live instance, or lost a race: look again soon.
-		select {
-		case <-ctx.Done():
-			m.abandon(p)
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+	// Held by a live instance, or lost a race: look again soon.
+	err := retry.Do(ctx, retry.Constant(100*time.Millisecond), nil, func(int) error { return m.tryClaim(ctx, p, key) })
+	if err != nil {
+		m.abandon(p)
+		return ctx.Err()
 	}
+	return nil
 }
 
 // errHeld says a claim is held by a live instance.

@@ -24,6 +24,7 @@ import (
 	"github.com/jetplane/jetplane/bridge/kube"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/events/embedded"
+	"github.com/jetplane/jetplane/internal/retry"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers"
 	"github.com/jetplane/jetplane/reconcilers/apply"
@@ -193,29 +194,27 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 // and until enough of them have joined there is no leader or no room for
 // replicas.
 func openLog(ctx context.Context, nc *nats.Conn, cfg events.Config, logger *slog.Logger) (*events.Log, *events.Blobs, error) {
-	deadline := time.Now().Add(2 * time.Minute)
-	for attempt := 1; ; attempt++ {
+	wait, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var (
+		l     *events.Log
+		blobs *events.Blobs
+	)
+	err := retry.Do(wait, retry.Constant(500*time.Millisecond), func(attempt int, err error, _ time.Duration) {
+		if retry.Often(attempt) {
+			logger.Info("waiting for JetStream to place the log", "err", err)
+		}
+	}, func(int) (err error) {
 		// A request made before the cluster has a metadata leader is never
 		// answered; short attempts retry soon after one is elected.
 		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		l, err := events.Open(octx, nc, cfg)
-		var blobs *events.Blobs
-		if err == nil {
+		defer cancel()
+		if l, err = events.Open(octx, nc, cfg); err == nil {
 			blobs, err = l.Blobs(octx, events.SnapshotBucket)
 		}
-		cancel()
-		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
-			return l, blobs, err
-		}
-		if attempt == 1 || attempt%10 == 0 {
-			logger.Info("waiting for JetStream to place the log", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, nil, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+		return err
+	})
+	return l, blobs, err
 }
 
 func (a *App) ready() error {
