@@ -28,6 +28,24 @@ func (f *flakyLog) Append(ctx context.Context, e events.Entry) (events.Result, e
 	return f.Log.Append(ctx, e)
 }
 
+func (f *flakyLog) AppendBatch(ctx context.Context, es []events.Entry) ([]events.Result, error) {
+	if f.down.Load() {
+		return nil, errLogDown
+	}
+	return f.Log.AppendBatch(ctx, es)
+}
+
+func (f *flakyLog) AppendAsync(ctx context.Context, es []events.Entry) ([]events.Result, []error) {
+	if f.down.Load() {
+		errs := make([]error, len(es))
+		for i := range errs {
+			errs[i] = errLogDown
+		}
+		return make([]events.Result, len(es)), errs
+	}
+	return f.Log.AppendAsync(ctx, es)
+}
+
 // A run whose status cannot be written failed: it is retried with the
 // key's backoff, growing while the outage lasts, and does not call the
 // reconciler (and its outside system) in a tight loop.

@@ -243,6 +243,17 @@ func (fakeLog) Consume(ctx context.Context, _ events.ConsumerOptions, _ func(eve
 func (fakeLog) Append(context.Context, events.Entry) (events.Result, error) {
 	return events.Result{Sequence: seq.Add(1)}, nil
 }
+func (fakeLog) AppendBatch(_ context.Context, es []events.Entry) ([]events.Result, error) {
+	out := make([]events.Result, len(es))
+	for i := range out {
+		out[i].Sequence = seq.Add(1)
+	}
+	return out, nil
+}
+func (l fakeLog) AppendAsync(ctx context.Context, es []events.Entry) ([]events.Result, []error) {
+	out, _ := l.AppendBatch(ctx, es)
+	return out, nil
+}
 func (fakeLog) LastSequence(context.Context) (uint64, error) { return 0, nil }
 func (fakeLog) Partitions() int                              { return worldPartitions }
 func (fakeLog) Unpin(context.Context, string, string) error  { return nil }
