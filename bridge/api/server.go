@@ -265,11 +265,33 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, actor string) err
 	if err != nil {
 		return err
 	}
+	// "Prefer: return=minimal" (RFC 7240) asks for the brief answer bulk
+	// clients want: key, action and resourceVersion, not every object
+	// written out again.
+	brief := preferMinimal(r.Header.Values("Prefer"))
 	resp := ApplyResponse{Results: make([]ApplyResult, len(outcomes))}
 	for i, o := range outcomes {
-		resp.Results[i] = ApplyResult{Key: wireKey(o.Key), Action: string(o.Action), Object: rawObject(o.Object)}
+		resp.Results[i] = ApplyResult{Key: wireKey(o.Key), Action: string(o.Action)}
+		if brief {
+			resp.Results[i].ResourceVersion = o.Object.GetMetadata().GetResourceVersion()
+			w.Header().Set("Preference-Applied", "return=minimal")
+		} else {
+			resp.Results[i].Object = rawObject(o.Object)
+		}
 	}
 	return writeJSON(w, resp)
+}
+
+// preferMinimal reports whether Prefer headers ask for return=minimal.
+func preferMinimal(prefer []string) bool {
+	for _, h := range prefer {
+		for _, p := range strings.Split(h, ",") {
+			if strings.EqualFold(strings.TrimSpace(strings.SplitN(p, ";", 2)[0]), "return=minimal") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func wireKey(k projections.Key) Key { return Key{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name} }

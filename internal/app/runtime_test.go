@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/internal/app"
+	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers"
 	"github.com/jetplane/jetplane/reconcilers/queue"
 	"github.com/jetplane/jetplane/schemas"
@@ -153,4 +154,31 @@ func TestGetShowsTheRuntimesNextRun(t *testing.T) {
 		t.Fatalf("resync wrote to the log (resourceVersion %d → %d)", rv, rv2)
 	}
 	_ = a
+}
+
+// A bulk client asking for the brief answer gets each object's key,
+// action and resourceVersion, and no object.
+func TestApplyBriefAnswer(t *testing.T) {
+	a, client := startApp(t, app.Config{})
+	docs := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: ns}\ndata: {x: \"1\"}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b, namespace: ns}\ndata: {x: \"2\"}\n"
+	resp, err := client.ApplyBrief(context.Background(), "brief.yaml", []byte(docs), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Results) != 2 {
+		t.Fatalf("results = %+v", resp.Results)
+	}
+	for _, r := range resp.Results {
+		o := a.Store().Get(projections.Key{Kind: "ConfigMap", Namespace: "ns", Name: r.Key.Name})
+		if r.Object != nil || r.Action == "" || o == nil || r.ResourceVersion != o.Metadata.ResourceVersion {
+			t.Fatalf("brief result %+v; stored object %v", r, o)
+		}
+	}
+	full, err := client.Apply(context.Background(), "full.yaml", []byte(docs), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full.Results[0].Object == nil {
+		t.Fatal("the full answer lost its objects")
+	}
 }
