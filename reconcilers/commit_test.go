@@ -3,6 +3,7 @@ package reconcilers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -66,5 +67,69 @@ func TestCommitterWritesTogetherAndFailsAlone(t *testing.T) {
 	}
 	if head != versions["d"]+3 {
 		t.Fatalf("log head %d, want %d: three statuses stored once each", head, versions["d"]+3)
+	}
+}
+
+// countingLog counts the log calls the committer makes.
+type countingLog struct {
+	*events.Log
+	mu                      sync.Mutex
+	appends, batches, async int
+}
+
+func (c *countingLog) Append(ctx context.Context, e events.Entry) (events.Result, error) {
+	c.mu.Lock()
+	c.appends++
+	c.mu.Unlock()
+	return c.Log.Append(ctx, e)
+}
+
+func (c *countingLog) AppendBatch(ctx context.Context, es []events.Entry) ([]events.Result, error) {
+	c.mu.Lock()
+	c.batches++
+	c.mu.Unlock()
+	return c.Log.AppendBatch(ctx, es)
+}
+
+func (c *countingLog) AppendAsync(ctx context.Context, es []events.Entry) ([]events.Result, []error) {
+	c.mu.Lock()
+	c.async++
+	c.mu.Unlock()
+	return c.Log.AppendAsync(ctx, es)
+}
+
+// Statuses pending together are one atomic batch: one call, contiguous
+// sequences in the order submitted.
+func TestCommitterBatchesPendingStatuses(t *testing.T) {
+	l := &countingLog{Log: testenv.Log(t, events.Config{})}
+	cm := newCommitter(l)
+	const n = 50
+	seqs := make([]uint64, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		cm.submit(commit{
+			entry: events.Entry{Event: &schemas.Event{Type: schemas.EventType_EVENT_TYPE_STATUS_CHANGED,
+				Key: &schemas.ObjectKey{Kind: "Widget", Namespace: "ns", Name: fmt.Sprint("w", i)}, Object: &schemas.Object{Status: &schemas.Status{Phase: "Ready"}}},
+				Expect: 0},
+			done: func(res events.Result, err error) {
+				defer wg.Done()
+				if err != nil {
+					t.Errorf("w%d: %v", i, err)
+				}
+				seqs[i] = res.Sequence
+			},
+		})
+	}
+	go cm.run()
+	wg.Wait()
+	cm.close()
+	if l.batches != 1 || l.appends != 0 || l.async != 0 {
+		t.Fatalf("%d batches, %d appends, %d pipelined writes; want one batch", l.batches, l.appends, l.async)
+	}
+	for i := 1; i < n; i++ {
+		if seqs[i] != seqs[i-1]+1 {
+			t.Fatalf("sequences %v are not contiguous", seqs)
+		}
 	}
 }
