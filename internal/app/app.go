@@ -362,7 +362,10 @@ func (a *App) Run(ctx context.Context) error {
 		runErr = fmt.Errorf("reconcilers stopped: %w", err)
 		rtDone <- err
 	case err := <-bridgeStopped:
-		runErr = fmt.Errorf("kubernetes bridge stopped: %v", err)
+		if err == nil {
+			err = errors.New("it returned")
+		}
+		runErr = fmt.Errorf("kubernetes bridge stopped: %w", err)
 		bridgeDone <- err
 	}
 	a.cfg.Logger.Info("shutting down")
