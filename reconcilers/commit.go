@@ -18,11 +18,12 @@ const statusWriteTimeout = 5 * time.Second
 // committer writes the statuses of many keys' runs together (group
 // commit): whatever runs finished while the previous write was under way
 // goes to the log as one atomic batch, one round trip and, with
-// --sync=always, one fsync, instead of one each. Should the batch fail
-// (one entry's concurrency check failing rejects it whole, or the log did
-// not answer), each entry is written again on its own, pipelined, and
-// gets its own outcome; entries keep their event ids, so one that landed
-// with the batch is recognised as a duplicate.
+// --sync=always, one fsync, instead of one each. Should the batch be
+// refused (one entry's failed concurrency check rejects it whole), each
+// entry is written again on its own, pipelined, and gets its own outcome;
+// entries keep their event ids, so one that landed with the batch is
+// recognised as a duplicate. A batch the log did not answer in time fails
+// every entry in it.
 type committer struct {
 	log Log
 
@@ -105,9 +106,19 @@ func (cm *committer) write(batch []commit) {
 		cm.deliver(batch[0], res, err)
 		return
 	}
-	if res, err := cm.log.AppendBatch(ctx, entries); err == nil {
+	res, err := cm.log.AppendBatch(ctx, entries)
+	switch {
+	case err == nil:
 		for i, c := range batch {
 			c.done(res[i], nil)
+		}
+		return
+	case ctx.Err() != nil:
+		// The log did not answer in time: writing each again would only
+		// wait as long. Failed runs, retried with backoff; a batch that
+		// landed all the same makes their next writes conflict.
+		for _, c := range batch {
+			cm.deliver(c, events.Result{}, err)
 		}
 		return
 	}
