@@ -17,6 +17,7 @@ import (
 // Log is what a projection reads.
 type Log interface {
 	Read(ctx context.Context, opts events.ReadOptions, fn events.Handler) error
+	Scan(ctx context.Context, opts events.ScanOptions, fn func(chunk []events.Message, prepared any) error) error
 	LastSequence(ctx context.Context) (uint64, error)
 }
 
@@ -109,7 +110,7 @@ func (p *Projector) Start(ctx context.Context) error {
 	skip := func(m events.Message, err error) {
 		cfg.Logger.Warn("skipping undecodable event", "sequence", m.Sequence, "err", err)
 	}
-	err = foldLog(ctx, cfg.Log, events.ReadOptions{From: from + 1, Follow: true}, func(ev *schemas.EventRecord) error {
+	apply := func(ev *schemas.EventRecord) error {
 		cfg.Store.Apply(ev)
 		if !p.ready.Load() && ev.Sequence >= head {
 			p.caughtUp(began, head)
@@ -128,8 +129,19 @@ func (p *Projector) Start(ctx context.Context) error {
 			lastSnap, lastSnapAt = ev.Sequence, time.Now()
 		}
 		return nil
-	}, skip)
-	return err
+	}
+	// The catch-up is a bounded read: ranges of it are read and decoded in
+	// parallel. Then the projector follows the log from the head it saw.
+	if from < head {
+		if err := scanLog(ctx, cfg.Log, from+1, head, 0, apply, skip); err != nil {
+			return err
+		}
+		from = head
+	}
+	if !p.ready.Load() {
+		p.caughtUp(began, head)
+	}
+	return foldLog(ctx, cfg.Log, events.ReadOptions{From: from + 1, Follow: true}, apply, skip)
 }
 
 func (p *Projector) caughtUp(began time.Time, head uint64) {
@@ -196,14 +208,8 @@ func StateAt(ctx context.Context, log Log, blobs Blobs, seq uint64) (*Store, err
 	if st.Seq() >= seq {
 		return st, nil
 	}
-	err := foldLog(ctx, log, events.ReadOptions{From: st.Seq() + 1}, func(ev *schemas.EventRecord) error {
-		if ev.Sequence > seq {
-			return errDone
-		}
+	err := scanLog(ctx, log, st.Seq()+1, seq, 0, func(ev *schemas.EventRecord) error {
 		st.Apply(ev)
-		if ev.Sequence == seq {
-			return errDone
-		}
 		return nil
 	}, func(events.Message, error) {})
 	if err != nil {
