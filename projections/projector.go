@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync/atomic"
 	"time"
-
-	"google.golang.org/protobuf/proto"
 
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/schemas"
@@ -25,6 +24,8 @@ type Log interface {
 type Blobs interface {
 	Put(ctx context.Context, name string, data []byte) error
 	Get(ctx context.Context, name string) ([]byte, error)
+	List(ctx context.Context, prefix string) ([]string, error)
+	Delete(ctx context.Context, name string) error
 }
 
 var (
@@ -32,7 +33,7 @@ var (
 	_ Blobs = (*events.Blobs)(nil)
 )
 
-// SnapshotName is the blob name of the latest snapshot.
+// SnapshotName starts the blob names of snapshots (see snapshots.go).
 const SnapshotName = "state"
 
 // ProjectorConfig configures a Projector.
@@ -45,7 +46,10 @@ type ProjectorConfig struct {
 	SnapshotEvery uint64
 	// ...or this much time with at least one new event (default 5 min).
 	SnapshotInterval time.Duration
-	Logger           *slog.Logger
+	// SnapshotsKept is how many snapshots are kept, spread over the log,
+	// for queries as of a past point (default 32).
+	SnapshotsKept int
+	Logger        *slog.Logger
 }
 
 func (c *ProjectorConfig) validate() error {
@@ -54,6 +58,9 @@ func (c *ProjectorConfig) validate() error {
 	}
 	if c.SnapshotEvery == 0 {
 		c.SnapshotEvery = 50000
+	}
+	if c.SnapshotsKept <= 0 {
+		c.SnapshotsKept = 32
 	}
 	if c.SnapshotInterval == 0 {
 		c.SnapshotInterval = 5 * time.Minute
@@ -168,32 +175,20 @@ func (p *Projector) restore(ctx context.Context) error {
 	return nil
 }
 
-// SaveSnapshot writes the store's current state as the latest snapshot.
+// SaveSnapshot adds the store's current state to the snapshot series.
 func (p *Projector) SaveSnapshot(ctx context.Context) error {
 	snap := p.cfg.Store.Snapshot()
 	snap.Time = nowProto()
-	data, err := proto.Marshal(snap)
-	if err != nil {
-		return fmt.Errorf("encode snapshot: %w", err)
-	}
-	return p.cfg.Blobs.Put(ctx, SnapshotName, data)
+	return saveSnapshot(ctx, p.cfg.Blobs, snap, p.cfg.SnapshotsKept)
 }
 
-// LoadSnapshot reads the latest snapshot (events.ErrNotFound if none).
+// LoadSnapshot reads the newest snapshot (events.ErrNotFound if none).
 func LoadSnapshot(ctx context.Context, b Blobs) (*schemas.Snapshot, error) {
-	data, err := b.Get(ctx, SnapshotName)
-	if err != nil {
-		return nil, err
-	}
-	snap := new(schemas.Snapshot)
-	if err := proto.Unmarshal(data, snap); err != nil {
-		return nil, fmt.Errorf("decode snapshot: %w", err)
-	}
-	return snap, nil
+	return loadSnapshotAt(ctx, b, math.MaxUint64)
 }
 
-// StateAt rebuilds the state as of log sequence seq: the latest snapshot
-// when it is not past seq, then the log up to seq. It reads but never
+// StateAt rebuilds the state as of log sequence seq: the newest snapshot
+// at or before seq, then the log from there up to seq. It reads but never
 // changes the live store.
 func StateAt(ctx context.Context, log Log, blobs Blobs, seq uint64) (*Store, error) {
 	// The rebuilt store answers one query; building indexes for it would
@@ -201,7 +196,7 @@ func StateAt(ctx context.Context, log Log, blobs Blobs, seq uint64) (*Store, err
 	st := NewStore(StoreOptions{WatchWindow: 1})
 	st.BeginBulk()
 	if blobs != nil {
-		if snap, err := LoadSnapshot(ctx, blobs); err == nil && snap.Sequence <= seq {
+		if snap, err := loadSnapshotAt(ctx, blobs, seq); err == nil {
 			st.Restore(snap)
 		}
 	}
