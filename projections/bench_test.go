@@ -171,4 +171,3 @@ func BenchmarkFold(b *testing.B) {
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 	b.ReportMetric(0, "ns/op")
 }
-
