@@ -98,9 +98,9 @@ type CycleState struct {
 	// Snapshot is what the cycle sees.
 	Snapshot *Snapshot
 	// Cycle numbers the cycle; plugins that cache per pod key on it.
-	Cycle uint64
-	mu    sync.RWMutex
-	data  map[string]any
+	Cycle                 uint64
+	mu                    sync.RWMutex
+	data                  map[string]any
 	skipFilter, skipScore map[string]bool
 }
 
