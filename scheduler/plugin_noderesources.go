@@ -39,8 +39,15 @@ var defaultResources = []ResourceWeight{{Name: v1.ResourceCPU, Weight: 1}, {Name
 // Name implements Plugin.
 func (*NodeResourcesFit) Name() string { return "NodeResourcesFit" }
 
-// Version implements Versioned.
-func (*NodeResourcesFit) Version() string { return builtinVersion }
+// Version implements Versioned; it names the strategy, which changes
+// decisions as much as code does.
+func (f *NodeResourcesFit) Version() string {
+	s := f.Strategy
+	if s == "" {
+		s = LeastAllocated
+	}
+	return builtinVersion + "+" + string(s)
+}
 
 // Filter implements FilterPlugin.
 func (*NodeResourcesFit) Filter(_ context.Context, _ *CycleState, pod *PodInfo, node *NodeInfo) *Status {

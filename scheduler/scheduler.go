@@ -124,51 +124,82 @@ func (s *Scheduler) Start(ctx context.Context) error {
 
 // watch is the cache's watch of one kind.
 type watch struct {
-	kind string
-	ch   <-chan projections.Change
-	stop func()
-	from uint64
+	kind    string
+	ch      <-chan projections.Change
+	stop    func()
+	from    uint64
+	pending *projections.Change // the first change past the last sync's sequence
 }
 
-// sync brings the cache up to the projection's current sequence: the store
-// hands each change to its watchers before its sequence moves, so once the
-// watches are drained the cache holds every change up to the sequence read
-// first. A watch that fell behind resumes from its last sequence, or lists
-// again when the store no longer holds the changes. The caller holds
-// cycleMu.
-func (s *Scheduler) sync() error {
+func (w *watch) open(st State) error {
+	for {
+		ch, stop, err := st.Watch(projections.Query{Kind: w.kind}, w.from)
+		if errors.Is(err, projections.ErrGone) && w.from != 0 {
+			// The store no longer holds the changes since from: list
+			// again. (Objects deleted meanwhile stay in the cache until
+			// they change; a restart clears them.)
+			w.from = 0
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("scheduler: watch %s: %w", w.kind, err)
+		}
+		w.ch, w.stop = ch, stop
+		return nil
+	}
+}
+
+// sync brings the cache to exactly the projection's current sequence for
+// nodes and pods: the store hands each change to its watchers before its
+// sequence moves, so every change up to the sequence read here is already
+// buffered in the watches; changes past it wait for the next sync. So a
+// decision's snapshot is the state at one log sequence (plus assumed
+// pods), which a replay can rebuild. The caller holds cycleMu.
+func (s *Scheduler) sync() (uint64, error) {
+	for _, w := range s.watches {
+		if w.ch == nil {
+			if err := w.open(s.cfg.State); err != nil {
+				return 0, err
+			}
+		}
+	}
 	target := s.cfg.State.Seq()
 	for _, w := range s.watches {
+	drain:
 		for {
-			if w.ch == nil {
-				ch, stop, err := s.cfg.State.Watch(projections.Query{Kind: w.kind}, w.from)
-				if errors.Is(err, projections.ErrGone) && w.from != 0 {
-					w.from = 0
-					continue
+			if w.pending != nil {
+				if w.pending.Sequence > target {
+					break drain
 				}
-				if err != nil {
-					return fmt.Errorf("scheduler: watch %s: %w", w.kind, err)
-				}
-				w.ch, w.stop = ch, stop
+				s.apply(w.kind, *w.pending)
+				w.pending = nil
 			}
 			select {
 			case c, ok := <-w.ch:
 				if !ok {
+					// The watcher fell behind and was dropped: resume.
 					w.ch = nil
+					if err := w.open(s.cfg.State); err != nil {
+						return 0, err
+					}
+					target = max(target, s.cfg.State.Seq())
 					continue
 				}
-				s.apply(w.kind, c)
 				if c.Sequence != 0 {
 					w.from = c.Sequence
 				}
-				continue
+				if c.Sequence > target {
+					w.pending = &c
+					break drain
+				}
+				s.apply(w.kind, c)
 			default:
+				break drain
 			}
-			break
 		}
 	}
 	s.cache.SetSequence(target)
-	return nil
+	return target, nil
 }
 
 func (s *Scheduler) apply(kind string, c projections.Change) {
@@ -276,7 +307,7 @@ func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcil
 func (s *Scheduler) runCycle(ctx context.Context, prof *Profile, pi *PodInfo) (*Decision, *CycleState, uint64, []AssumedPod, error) {
 	s.cycleMu.Lock()
 	defer s.cycleMu.Unlock()
-	if err := s.sync(); err != nil {
+	if _, err := s.sync(); err != nil {
 		return nil, nil, 0, nil, err
 	}
 	s.cycle++

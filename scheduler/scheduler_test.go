@@ -41,7 +41,7 @@ func TestScheduleAppendsBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rd.Node != "n1" || rd.Profile != DefaultSchedulerName || rd.RejectedBy["NodeResourcesFit"] != 1 || rd.Versions["NodeResourcesFit"] != builtinVersion {
+	if rd.Node != "n1" || rd.Profile != DefaultSchedulerName || rd.RejectedBy["NodeResourcesFit"] != 1 || rd.Versions["NodeResourcesFit"] != builtinVersion+"+LeastAllocated" {
 		t.Fatalf("recorded decision %+v", rd.Decision)
 	}
 

@@ -42,7 +42,7 @@ type Args struct {
 	GuestPath string `json:"guestPath"`
 	// GuestConfig is handed to the guest by get_config.
 	GuestConfig string `json:"guestConfig,omitempty"`
-	// Timeout bounds one call (default 100ms).
+	// Timeout bounds one call (default 1s).
 	Timeout string `json:"timeout,omitempty"`
 	// MemoryLimitPages bounds an instance's memory in 64 KiB pages
 	// (default 2048: 128 MiB).
@@ -125,7 +125,7 @@ func load(ctx context.Context, name string, a Args) (*Plugin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("guestPath: %w", err)
 	}
-	timeout := 100 * time.Millisecond
+	timeout := time.Second
 	if a.Timeout != "" {
 		if timeout, err = time.ParseDuration(a.Timeout); err != nil || timeout <= 0 {
 			return nil, fmt.Errorf("timeout: %q is not a positive duration", a.Timeout)
