@@ -72,16 +72,22 @@ func (d *Decision) Message() string {
 // FitMessage formats rejection counts as kube-scheduler does: each
 // "<count> <reason>", sorted as strings.
 func FitMessage(numNodes int, rejections map[string]int) string {
+	msg := fmt.Sprintf("0/%d nodes are available", numNodes)
+	if len(rejections) > 0 {
+		msg += ": " + RejectionSummary(rejections)
+	}
+	return msg + "."
+}
+
+// RejectionSummary is "<count> <reason>" for each reason, sorted as
+// strings and joined with commas.
+func RejectionSummary(rejections map[string]int) string {
 	parts := make([]string, 0, len(rejections))
 	for reason, n := range rejections {
 		parts = append(parts, fmt.Sprintf("%d %s", n, reason))
 	}
 	sort.Strings(parts)
-	msg := fmt.Sprintf("0/%d nodes are available", numNodes)
-	if len(parts) > 0 {
-		msg += ": " + strings.Join(parts, ", ")
-	}
-	return msg + "."
+	return strings.Join(parts, ", ")
 }
 
 // Cycle runs one scheduling cycle for pod over state.Snapshot with profile
