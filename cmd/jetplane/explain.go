@@ -194,4 +194,3 @@ func scoresString(ns []scheduler.NodeScore) string {
 	}
 	return strings.Join(parts, " ")
 }
-
