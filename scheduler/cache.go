@@ -14,9 +14,10 @@ import (
 // revision or pods changed. Safe for concurrent use.
 type Cache struct {
 	mu    sync.Mutex
-	nodes map[string]*cachedNode
-	pods  map[string]*cachedPod
-	seq   uint64
+	nodes   map[string]*cachedNode
+	pods    map[string]*cachedPod
+	assumed map[string]*cachedPod // the assumed subset of pods
+	seq     uint64
 	// order and infos are the current snapshot's nodes by name; shared
 	// marks that a Snapshot holds infos, so it is copied before a change.
 	order  map[string]int
@@ -48,7 +49,7 @@ type AssumedPod struct {
 
 // NewCache returns an empty cache.
 func NewCache() *Cache {
-	return &Cache{nodes: map[string]*cachedNode{}, pods: map[string]*cachedPod{}, order: map[string]int{}, dirty: map[string]bool{}}
+	return &Cache{nodes: map[string]*cachedNode{}, pods: map[string]*cachedPod{}, assumed: map[string]*cachedPod{}, order: map[string]int{}, dirty: map[string]bool{}}
 }
 
 // SetSequence records the projection sequence the cache reflects.
@@ -158,11 +159,9 @@ func (c *Cache) Forget(key string) {
 func (c *Cache) Assumed() []AssumedPod {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []AssumedPod
-	for k, p := range c.pods {
-		if p.assumed {
-			out = append(out, AssumedPod{Pod: k, Node: p.node})
-		}
+	out := make([]AssumedPod, 0, len(c.assumed))
+	for k, p := range c.assumed {
+		out = append(out, AssumedPod{Pod: k, Node: p.node})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Pod < out[j].Pod })
 	return out
@@ -178,6 +177,9 @@ func (c *Cache) IsAssumed(key string) bool {
 
 func (c *Cache) addPod(key string, p *cachedPod) {
 	c.pods[key] = p
+	if p.assumed {
+		c.assumed[key] = p
+	}
 	n := c.nodes[p.node]
 	if n == nil {
 		n = &cachedNode{pods: map[string]*PodInfo{}}
@@ -193,6 +195,7 @@ func (c *Cache) removePod(key string) {
 		return
 	}
 	delete(c.pods, key)
+	delete(c.assumed, key)
 	if n := c.nodes[p.node]; n != nil {
 		delete(n.pods, key)
 		if n.node == nil && len(n.pods) == 0 {

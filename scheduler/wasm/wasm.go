@@ -330,14 +330,10 @@ func (p *Plugin) invoke(fn func(*instance) api.Function, cycle uint64, pod []byt
 	return res[0], reason, nil
 }
 
-// hostModules defines k8s.io/api and k8s.io/scheduler.
+// hostModules defines k8s.io/api and k8s.io/scheduler. The functions are
+// api.GoModuleFunc, not reflective Go funcs: a reflective call costs more
+// than the rest of a Filter call.
 func (p *Plugin) hostModules(ctx context.Context) error {
-	write := func(ctx context.Context, m api.Module, data []byte, ptr, limit uint32) uint32 {
-		if uint32(len(data)) <= limit {
-			m.Memory().Write(ptr, data)
-		}
-		return uint32(len(data))
-	}
 	call := func(ctx context.Context) *callCtx {
 		c, _ := ctx.Value(ctxKey{}).(*callCtx)
 		if c == nil {
@@ -345,32 +341,42 @@ func (p *Plugin) hostModules(ctx context.Context) error {
 		}
 		return c
 	}
-	_, err := p.rt.NewHostModuleBuilder("k8s.io/api").
-		NewFunctionBuilder().WithFunc(func(ctx context.Context, m api.Module, ptr, limit uint32) uint32 {
-		return write(ctx, m, call(ctx).pod, ptr, limit)
-	}).Export("pod").
-		NewFunctionBuilder().WithFunc(func(ctx context.Context, m api.Module, ptr, limit uint32) uint32 {
-		n := call(ctx).node
-		if n == nil {
-			return 0
+	// bufFunc answers a (buf, buf_limit) → len call with data: written
+	// when it fits, its length in any case.
+	bufFunc := func(data func(ctx context.Context) []byte) api.GoModuleFunc {
+		return func(ctx context.Context, m api.Module, stack []uint64) {
+			ptr, limit := api.DecodeU32(stack[0]), api.DecodeU32(stack[1])
+			d := data(ctx)
+			if uint32(len(d)) <= limit {
+				m.Memory().Write(ptr, d)
+			}
+			stack[0] = api.EncodeU32(uint32(len(d)))
 		}
-		return write(ctx, m, n.data, ptr, limit)
-	}).Export("nodeInfo/node").
+	}
+	i32 := api.ValueTypeI32
+	_, err := p.rt.NewHostModuleBuilder("k8s.io/api").
+		NewFunctionBuilder().WithGoModuleFunction(bufFunc(func(ctx context.Context) []byte { return call(ctx).pod }),
+		[]api.ValueType{i32, i32}, []api.ValueType{i32}).Export("pod").
+		NewFunctionBuilder().WithGoModuleFunction(bufFunc(func(ctx context.Context) []byte {
+		if n := call(ctx).node; n != nil {
+			return n.data
+		}
+		return nil
+	}), []api.ValueType{i32, i32}, []api.ValueType{i32}).Export("nodeInfo/node").
 		Instantiate(ctx)
 	if err != nil {
 		return err
 	}
 	_, err = p.rt.NewHostModuleBuilder("k8s.io/scheduler").
-		NewFunctionBuilder().WithFunc(func(ctx context.Context, m api.Module, ptr, size uint32) {
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
 		const maxReason = 1024
-		b, ok := m.Memory().Read(ptr, min(size, maxReason))
-		if ok {
+		ptr, size := api.DecodeU32(stack[0]), api.DecodeU32(stack[1])
+		if b, ok := m.Memory().Read(ptr, min(size, maxReason)); ok {
 			call(ctx).reason = string(b)
 		}
-	}).Export("status_reason").
-		NewFunctionBuilder().WithFunc(func(ctx context.Context, m api.Module, ptr, limit uint32) uint32 {
-		return write(ctx, m, p.config, ptr, limit)
-	}).Export("get_config").
+	}), []api.ValueType{i32, i32}, nil).Export("status_reason").
+		NewFunctionBuilder().WithGoModuleFunction(bufFunc(func(context.Context) []byte { return p.config }),
+		[]api.ValueType{i32, i32}, []api.ValueType{i32}).Export("get_config").
 		Instantiate(ctx)
 	return err
 }

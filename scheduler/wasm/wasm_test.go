@@ -124,7 +124,7 @@ func TestFaultyGuestsFailCleanly(t *testing.T) {
 	for _, tc := range []struct{ guest, want string }{
 		{"trap", "guest failed"},
 		{"loop", "past its 200ms budget"},
-		{"hog", "guest failed"},
+		{"hog", "its instance was replaced"}, // out of memory, or past the budget on a slow machine
 	} {
 		t.Run(tc.guest, func(t *testing.T) {
 			prof := &scheduler.Profile{Name: tc.guest}
