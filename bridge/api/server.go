@@ -15,6 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/bridge/manifest"
@@ -49,6 +51,10 @@ type Config struct {
 	// Clusters reports the Kubernetes clusters the bridge watches; nil
 	// when it watches none.
 	Clusters func() []Cluster
+	// NextRun, when set, is the reconciler runtime's own view of when a
+	// key runs next; get and list show it as status.nextRunTime (the log
+	// records that time only with a status that changed otherwise).
+	NextRun func(projections.Key) (time.Time, bool)
 	// Tokens maps bearer tokens to user names, each an admin. With
 	// Principals empty too, authentication is off: every request acts as
 	// "anonymous".
@@ -285,11 +291,33 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, actor string) err
 	if err != nil {
 		return err
 	}
+	// "Prefer: return=minimal" (RFC 7240) asks for the brief answer bulk
+	// clients want: key, action and resourceVersion, not every object
+	// written out again.
+	brief := preferMinimal(r.Header.Values("Prefer"))
 	resp := ApplyResponse{Results: make([]ApplyResult, len(outcomes))}
 	for i, o := range outcomes {
-		resp.Results[i] = ApplyResult{Key: wireKey(o.Key), Action: string(o.Action), Object: rawObject(s.show(r, o.Object))}
+		resp.Results[i] = ApplyResult{Key: wireKey(o.Key), Action: string(o.Action)}
+		if brief {
+			resp.Results[i].ResourceVersion = o.Object.GetMetadata().GetResourceVersion()
+			w.Header().Set("Preference-Applied", "return=minimal")
+		} else {
+			resp.Results[i].Object = rawObject(s.show(r, o.Object))
+		}
 	}
 	return writeJSON(w, resp)
+}
+
+// preferMinimal reports whether Prefer headers ask for return=minimal.
+func preferMinimal(prefer []string) bool {
+	for _, h := range prefer {
+		for _, p := range strings.Split(h, ",") {
+			if strings.EqualFold(strings.TrimSpace(strings.SplitN(p, ";", 2)[0]), "return=minimal") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func wireKey(k projections.Key) Key { return Key{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name} }
@@ -338,8 +366,23 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, _ string) error {
 		return httpError(http.StatusNotFound, fmt.Sprintf("%s not found", k))
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_, err = w.Write(rawObject(s.show(r, o)))
+	_, err = w.Write(rawObject(s.show(r, s.withNextRun(o))))
 	return err
+}
+
+// withNextRun returns o with the runtime's next run time of its key, if
+// the runtime knows one (o itself, shared with the store, is not changed).
+func (s *Server) withNextRun(o *schemas.Object) *schemas.Object {
+	if s.cfg.NextRun == nil {
+		return o
+	}
+	t, ok := s.cfg.NextRun(projections.ObjectKey(o))
+	if !ok {
+		return o
+	}
+	c := &schemas.Object{ApiVersion: o.ApiVersion, Kind: o.Kind, Metadata: o.Metadata, Spec: o.Spec, Status: proto.Clone(o.GetStatus()).(*schemas.Status)}
+	c.Status.NextRunTime = timestamppb.New(t)
+	return c
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request, _ string) error {
@@ -350,6 +393,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, _ string) error {
 	objs, seq, next, err := s.listPage(r, q)
 	if err != nil {
 		return err
+	}
+	for i, o := range objs {
+		objs[i] = s.withNextRun(o)
 	}
 	resp := listResponse(s.showAll(r, objs), seq)
 	resp.Continue = next
