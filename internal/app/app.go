@@ -12,8 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -25,7 +23,6 @@ import (
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/bridge/kube"
-	"github.com/jetplane/jetplane/bridge/seal"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/events/auth"
 	"github.com/jetplane/jetplane/events/embedded"
@@ -233,28 +230,6 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, fmt.Errorf("listen %s: %w; choose another address with --listen", cfg.Listen, err)
 	}
 	return a, nil
-}
-
-// sealer opens the key file and the data key bucket for sealing Secrets.
-func (a *App) sealer(ctx context.Context) (*seal.Sealer, error) {
-	path := a.cfg.EncryptionKeyFile
-	if path == "" {
-		if a.srv == nil {
-			a.cfg.Logger.Warn("no --encryption-key-file: Secrets with values will be refused")
-			return nil, nil
-		}
-		path = filepath.Join(a.srv.Creds().Dir(), "encryption.keys")
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			if _, err := seal.RotateKeyFile(path); err != nil {
-				return nil, err
-			}
-		}
-	}
-	keys, err := a.log.Keys(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return seal.New(path, keys)
 }
 
 // openLog opens the log and the snapshot bucket, waiting up to two minutes

@@ -38,7 +38,7 @@ type pki struct {
 	pool          *x509.CertPool
 }
 
-func newPKI(t *testing.T) pki {
+func newPKI(t testing.TB) pki {
 	t.Helper()
 	dir := t.TempDir()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

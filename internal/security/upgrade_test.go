@@ -149,7 +149,7 @@ func TestOutsideNATSWithDocumentedPermissions(t *testing.T) {
 	unchanged(t, a, before)
 }
 
-func keyFile(t *testing.T) string {
+func keyFile(t testing.TB) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "keys")
 	if _, err := seal.RotateKeyFile(path); err != nil {

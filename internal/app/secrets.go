@@ -1,0 +1,79 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/jetplane/jetplane/bridge/seal"
+	"github.com/jetplane/jetplane/events"
+)
+
+// sealer opens the key file for sealing Secrets; the data key bucket is
+// opened on first use, so a deployment without Secrets never creates it
+// and a cluster still placing its streams does not hold up the start.
+func (a *App) sealer(context.Context) (*seal.Sealer, error) {
+	path := a.cfg.EncryptionKeyFile
+	if path == "" {
+		if a.srv == nil {
+			a.cfg.Logger.Warn("no --encryption-key-file: Secrets with values will be refused")
+			return nil, nil
+		}
+		path = filepath.Join(a.srv.Creds().Dir(), "encryption.keys")
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			if _, err := seal.RotateKeyFile(path); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return seal.New(path, &lazyKeys{log: a.log})
+}
+
+// lazyKeys is the data key bucket, opened by the first call that needs it
+// (and again by the next one when opening failed).
+type lazyKeys struct {
+	log  *events.Log
+	mu   sync.Mutex
+	keys *events.KeyBucket
+}
+
+var _ seal.KeyStore = (*lazyKeys)(nil)
+
+func (l *lazyKeys) bucket(ctx context.Context) (*events.KeyBucket, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.keys == nil {
+		k, err := l.log.Keys(ctx)
+		if err != nil {
+			return nil, err
+		}
+		l.keys = k
+	}
+	return l.keys, nil
+}
+
+func (l *lazyKeys) Create(ctx context.Context, id string, value []byte) error {
+	b, err := l.bucket(ctx)
+	if err != nil {
+		return err
+	}
+	return b.Create(ctx, id, value)
+}
+
+func (l *lazyKeys) Get(ctx context.Context, id string) ([]byte, error) {
+	b, err := l.bucket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return b.Get(ctx, id)
+}
+
+func (l *lazyKeys) Destroy(ctx context.Context, prefix string) (int, error) {
+	b, err := l.bucket(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return b.Destroy(ctx, prefix)
+}
