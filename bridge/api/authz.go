@@ -77,9 +77,12 @@ type verb int
 const (
 	verbRead verb = iota
 	verbWrite
+	verbAdmin
 )
 
-// routeVerbs is what each route needs; a route not listed needs admin.
+// routeVerbs is what each route needs. A route not listed needs read
+// when its method is GET or HEAD and write otherwise; list a route here
+// when it needs more (verbAdmin).
 var routeVerbs = map[string]verb{
 	"POST /v1/apply":    verbWrite,
 	"DELETE /v1/object": verbWrite,
@@ -162,7 +165,10 @@ func (s *Server) authenticate(r *http.Request) (*Principal, error) {
 func authorize(p *Principal, pattern string, r *http.Request) error {
 	v, ok := routeVerbs[pattern]
 	if !ok {
-		v = verb(-1)
+		v = verbWrite
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			v = verbRead
+		}
 	}
 	if !p.may(v) {
 		return httpError(http.StatusForbidden, fmt.Sprintf("%s (role %s) may not %s", p.Name, p.Role, pattern))
