@@ -45,6 +45,13 @@ throughput (see docs/BENCHMARKS.md). --sync=DURATION sets the interval.
 With --nats-url, jetplane uses an outside NATS deployment instead of
 embedding a server.
 
+The embedded NATS server admits only credentials from its store (DATA/auth,
+made on the first start): jetplane's own, and those 'jetplane creds create'
+hands out. Secrets are sealed in the log with the keys of
+--encryption-key-file (default DATA/auth/encryption.keys, made on the first
+start). See the README, "Security", for roles, tokens and the production
+setup with TLS.
+
 With --clusters, jetplane watches Kubernetes clusters and records every
 change of the configured resources as an Observed event (see the README,
 "Kubernetes", for the file's format); /readyz waits until each

@@ -109,12 +109,13 @@ func (c Config) validate() error {
 
 // Server is a running embedded NATS server.
 type Server struct {
-	ns     *server.Server
-	unlock func()
-	creds  *auth.Store
-	opts   *server.Options
-	stop   chan struct{}
-	done   sync.WaitGroup
+	ns       *server.Server
+	unlock   func()
+	creds    *auth.Store
+	opts     *server.Options
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     sync.WaitGroup
 }
 
 // Start starts the server and waits until it accepts connections.
@@ -305,11 +306,7 @@ func (s *Server) ClientURL() string { return s.ns.ClientURL() }
 
 // Shutdown stops the server and waits until it has stopped.
 func (s *Server) Shutdown() {
-	select {
-	case <-s.stop:
-	default:
-		close(s.stop)
-	}
+	s.stopOnce.Do(func() { close(s.stop) })
 	s.done.Wait()
 	s.ns.Shutdown()
 	s.ns.WaitForShutdown()

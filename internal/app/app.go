@@ -146,7 +146,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		if a.nc, err = a.srv.Connect("jetplane"); err != nil {
 			return nil, err
 		}
-		cfg.Logger.Info("embedded nats started", "store", cfg.DataDir, "url", a.srv.ClientURL(), "sync_always", cfg.SyncAlways)
+		cfg.Logger.Info("embedded nats started", "store", cfg.DataDir, "url", a.srv.ClientURL(), "sync_always", cfg.SyncAlways, "credentials", a.srv.Creds().Dir())
 	}
 	var blobs *events.Blobs
 	if a.log, blobs, err = openLog(ctx, a.nc, cfg.Log, cfg.Logger); err != nil {

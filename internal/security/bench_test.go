@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,15 +24,18 @@ import (
 	"github.com/jetplane/jetplane/schemas"
 )
 
-// What security costs, both sides measured in the same run over TCP (an
-// instance's own in-process connection skips TLS, so the network path is
-// where TLS can cost anything):
+// What security costs. Each benchmark iteration measures every mode once,
+// in an order that rotates between iterations, and reports each mode's
+// figure and its ratio to "open", so every ratio compares runs made side
+// by side on the same (shared, noisy) machine. Everything goes over TCP:
+// an instance's own in-process connection skips TLS, so the network path
+// is where security can cost anything.
 //
 //	open      NATS without credentials or TLS, API over HTTP without tokens
-//	          (what jetplane was before)
-//	secured   NATS with NKey credentials and permissions over TLS, API over
-//	          HTTPS with a bearer token
-var securityModes = []string{"open", "secured"}
+//	          (jetplane before this change)
+//	auth      NATS with NKey credentials and permissions, API with a token
+//	auth+tls  the same over TLS (NATS client port and HTTPS)
+var securityModes = []string{"open", "auth", "auth+tls"}
 
 // natsFor starts the NATS server of mode and returns how to reach it.
 func natsFor(b *testing.B, mode string) (events.ConnectOptions, pki) {
@@ -48,13 +52,69 @@ func natsFor(b *testing.B, mode string) (events.ConnectOptions, pki) {
 		b.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 		return events.ConnectOptions{URLs: ns.ClientURL()}, pki{}
 	}
+	cfg := embedded.Config{StoreDir: b.TempDir(), Port: -1}
 	p := newPKI(b)
-	srv, err := embedded.Start(embedded.Config{StoreDir: b.TempDir(), Port: -1, TLS: embedded.TLSConfig{CertFile: p.Cert, KeyFile: p.Key, CAFile: p.CA}})
+	if mode == "auth+tls" {
+		cfg.TLS = embedded.TLSConfig{CertFile: p.Cert, KeyFile: p.Key, CAFile: p.CA}
+	}
+	srv, err := embedded.Start(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(srv.Shutdown)
-	return events.ConnectOptions{URLs: srv.ClientURL(), CredsFile: srv.Creds().InstanceCreds(), CAFile: p.CA}, p
+	co := events.ConnectOptions{URLs: srv.ClientURL(), CredsFile: srv.Creds().InstanceCreds()}
+	if mode == "auth+tls" {
+		co.CAFile = p.CA
+	}
+	return co, p
+}
+
+// interleaved sets every mode up once (setup returns a step that does
+// one slice of the work and how many units it did), then runs `rounds`
+// rounds, each mode's step once per round in an order that rotates. It
+// reports per mode the units per second over its own steps' time
+// ("<mode>-<unit>/s") and the process CPU time per unit over its steps
+// ("<mode>-cpu-µs/<unit>"; client and server share the process), and each
+// against open: "<mode>/open" (throughput ratio) and "<mode>/open-cpu"
+// (CPU ratio). Slices of a fraction of a second side by side keep the
+// machine's other load from favouring one mode; CPU time is the steadier
+// figure on a shared machine, since waiting for the CPU costs none.
+func interleaved(b *testing.B, unit string, rounds int, setup func(mode string) func() int) {
+	for range b.N {
+		steps := map[string]func() int{}
+		for _, mode := range securityModes {
+			steps[mode] = setup(mode)
+		}
+		took, cpu := map[string]time.Duration{}, map[string]time.Duration{}
+		done := map[string]int{}
+		for r := range rounds {
+			for j := range securityModes {
+				mode := securityModes[(r+j)%len(securityModes)]
+				start, startCPU := time.Now(), cpuTime()
+				done[mode] += steps[mode]()
+				took[mode] += time.Since(start)
+				cpu[mode] += cpuTime() - startCPU
+			}
+		}
+		rate := func(mode string) float64 { return float64(done[mode]) / took[mode].Seconds() }
+		perUnit := func(mode string) float64 { return float64(cpu[mode].Microseconds()) / float64(done[mode]) }
+		for _, mode := range securityModes {
+			b.ReportMetric(rate(mode), mode+"-"+unit+"/s")
+			b.ReportMetric(perUnit(mode), mode+"-cpu-µs/"+unit)
+			if mode != "open" {
+				b.ReportMetric(rate(mode)/rate("open"), mode+"/open")
+				b.ReportMetric(perUnit(mode)/perUnit("open"), mode+"/open-cpu")
+			}
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// cpuTime is the CPU time this process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func benchEvent(i int) *schemas.Event {
@@ -68,110 +128,106 @@ func benchEvent(i int) *schemas.Event {
 	}
 }
 
-// BenchmarkSecurityAppend appends b.N events through jetplane's async
-// append path (each with its dedupe id and concurrency check).
+// BenchmarkSecurityAppend appends 20,000 events per mode, 1,000 per step,
+// through jetplane's async append path (each with its dedupe id and
+// concurrency check).
 func BenchmarkSecurityAppend(b *testing.B) {
-	for _, mode := range securityModes {
-		b.Run(mode, func(b *testing.B) {
-			co, _ := natsFor(b, mode)
-			nc, err := events.Connect(co)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer nc.Close()
-			ctx := context.Background()
-			l, err := events.Open(ctx, nc, events.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			entries := make([]events.Entry, b.N)
-			for i := range entries {
-				entries[i] = events.Entry{Event: benchEvent(i)}
-			}
-			b.ResetTimer()
-			start := time.Now()
-			for from := 0; from < b.N; from += 1000 {
-				_, errs := l.AppendAsync(ctx, entries[from:min(from+1000, b.N)])
-				for _, err := range errs {
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
-			b.ReportMetric(0, "ns/op")
-		})
-	}
-}
-
-// BenchmarkSecurityReconcile applies 2,000 objects in batches of 500 through
-// the API and waits until every one is reconciled and Ready: the apply,
-// the runtime's consumer, the run and the status write all cross the
-// secured paths.
-func BenchmarkSecurityReconcile(b *testing.B) {
-	const n = 2000
-	for _, mode := range securityModes {
-		b.Run(mode, func(b *testing.B) {
-			for range b.N {
-				b.StopTimer()
-				co, p := natsFor(b, mode)
-				cfg := app.Config{NATS: co, Reconcilers: []reconcilers.Reconciler{reconcilers.Funcs{
-					KindList: []string{"Bench"},
-					ReconcileFunc: func(context.Context, *schemas.Object) (reconcilers.Result, error) {
-						return reconcilers.Result{Message: "done"}, nil
-					},
-				}}, EncryptionKeyFile: keyFile(b)}
-				c := &api.Client{}
-				if mode == "secured" {
-					cfg.TLSCertFile, cfg.TLSKeyFile = p.Cert, p.Key
-					cfg.Principals = []api.Principal{{Token: "bench-token", Name: "bench", Role: api.RoleWriter}}
-					cfg.APILimits = api.Limits{Rate: -1}
-					c.Token = "bench-token"
-					c.HTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.pool}}}
-				}
-				a, stop := runBench(b, cfg)
-				c.BaseURL = a.URL()
-				ready := make(chan struct{})
-				ch, stopWatch, err := a.Store().Watch(projections.Query{Kind: "Bench"}, a.Store().Seq())
+	const n, step = 20_000, 1000
+	interleaved(b, "event", n/step, func(mode string) func() int {
+		co, _ := natsFor(b, mode)
+		nc, err := events.Connect(co)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(nc.Close)
+		ctx := context.Background()
+		l, err := events.Open(ctx, nc, events.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		entries := make([]events.Entry, n)
+		for i := range entries {
+			entries[i] = events.Entry{Event: benchEvent(i)}
+		}
+		next := 0
+		return func() int {
+			_, errs := l.AppendAsync(ctx, entries[next:next+step])
+			for _, err := range errs {
 				if err != nil {
 					b.Fatal(err)
 				}
-				go func() {
-					seen := map[string]bool{}
-					for ch := range ch {
-						if ch.Object != nil && reconcilers.IsReady(ch.Object) && ch.Object.GetStatus().GetObservedGeneration() == 1 {
-							seen[ch.Key.Name] = true
-							if len(seen) == n {
-								close(ready)
-								return
-							}
-						}
-					}
-				}()
-				b.StartTimer()
-				start := time.Now()
-				for from := 0; from < n; from += 500 {
-					var sb strings.Builder
-					for i := from; i < from+500; i++ {
-						fmt.Fprintf(&sb, "{\"apiVersion\":\"v1\",\"kind\":\"Bench\",\"metadata\":{\"name\":\"o-%d\",\"namespace\":\"bench\"},\"spec\":{\"i\":%d}}\n---\n", i, i)
-					}
-					if _, err := c.ApplyBrief(context.Background(), "bench", []byte(sb.String()), ""); err != nil {
-						b.Fatal(err)
-					}
-				}
-				select {
-				case <-ready:
-				case <-time.After(5 * time.Minute):
-					b.Fatal("objects not Ready after 5 minutes")
-				}
-				b.ReportMetric(float64(n)/time.Since(start).Seconds(), "objects/s")
-				b.StopTimer()
-				stopWatch()
-				stop()
 			}
-			b.ReportMetric(0, "ns/op")
-		})
-	}
+			next += step
+			return step
+		}
+	})
+}
+
+// BenchmarkSecurityReconcile applies 5,000 objects per mode, 500 per step
+// in one apply, through the API, each step ending when all of them are
+// reconciled and Ready: the apply, the runtime's consumer, the run and the
+// status write all cross the secured paths.
+func BenchmarkSecurityReconcile(b *testing.B) {
+	const n, step = 5000, 500
+	interleaved(b, "object", n/step, func(mode string) func() int {
+		co, p := natsFor(b, mode)
+		cfg := app.Config{NATS: co, Reconcilers: []reconcilers.Reconciler{reconcilers.Funcs{
+			KindList: []string{"Bench"},
+			ReconcileFunc: func(context.Context, *schemas.Object) (reconcilers.Result, error) {
+				return reconcilers.Result{Message: "done"}, nil
+			},
+		}}, EncryptionKeyFile: keyFile(b)}
+		c := &api.Client{}
+		if mode != "open" {
+			cfg.Principals = []api.Principal{{Token: "bench-token", Name: "bench", Role: api.RoleWriter}}
+			c.Token = "bench-token"
+		}
+		if mode == "auth+tls" {
+			cfg.TLSCertFile, cfg.TLSKeyFile = p.Cert, p.Key
+			c.HTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.pool}}}
+		}
+		a, stop := runBench(b, cfg)
+		b.Cleanup(stop)
+		c.BaseURL = a.URL()
+		ready := make(chan string, n)
+		ch, stopWatch, err := a.Store().Watch(projections.Query{Kind: "Bench"}, a.Store().Seq())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(stopWatch)
+		go func() {
+			for ch := range ch {
+				if ch.Object != nil && reconcilers.IsReady(ch.Object) && ch.Object.GetStatus().GetObservedGeneration() == 1 {
+					ready <- ch.Key.Name
+				}
+			}
+		}()
+		next := 0
+		return func() int {
+			var sb strings.Builder
+			for i := next; i < next+step; i++ {
+				fmt.Fprintf(&sb, "{\"apiVersion\":\"v1\",\"kind\":\"Bench\",\"metadata\":{\"name\":\"o-%d\",\"namespace\":\"bench\"},\"spec\":{\"i\":%d}}\n---\n", i, i)
+			}
+			if _, err := c.ApplyBrief(context.Background(), "bench", []byte(sb.String()), ""); err != nil {
+				b.Fatal(err)
+			}
+			seen := map[string]bool{}
+			timeout := time.After(5 * time.Minute)
+			for len(seen) < step {
+				select {
+				case name := <-ready:
+					var i int
+					if _, err := fmt.Sscanf(name, "o-%d", &i); err == nil && i >= next && i < next+step {
+						seen[name] = true
+					}
+				case <-timeout:
+					b.Fatalf("%s: %d of %d objects Ready after 5 minutes", mode, len(seen), step)
+				}
+			}
+			next += step
+			return step
+		}
+	})
 }
 
 // runBench is run for benchmarks.
