@@ -45,7 +45,13 @@ var defaultHTTP = &http.Client{Transport: &http.Transport{
 }}
 
 func unreachable(base string, err error) error {
-	return fmt.Errorf("%w: cannot reach the jetplane server at %s: %w; is `jetplane serve` running there? (set it with --server or JETPLANE_SERVER)", ErrUnreachable, base, err)
+	// The innermost cause says it best ("connection refused", "i/o
+	// timeout"); the URL is already in the message.
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		err = op.Err
+	}
+	return fmt.Errorf("%w: cannot reach the jetplane server at %s (%v); is `jetplane serve` running there? Set the address with --server or JETPLANE_SERVER", ErrUnreachable, base, err)
 }
 
 // APIError is an error answered by the server.

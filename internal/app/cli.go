@@ -43,7 +43,6 @@ func (a *App) version() api.Version {
 	return v
 }
 
-
 // BuildVersion is the module version the binary was built from, with the
 // VCS revision when the build recorded one.
 func BuildVersion() string {
@@ -52,9 +51,12 @@ func BuildVersion() string {
 		return "unknown"
 	}
 	v := bi.Main.Version
+	if v == "(devel)" {
+		v = ""
+	}
 	for _, s := range bi.Settings {
 		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			if v == "" || v == "(devel)" {
+			if v == "" {
 				v = "devel"
 			}
 			v += "+" + s.Value[:12]
