@@ -21,6 +21,7 @@ func (s *Server) routeCLI() {
 	s.route("GET /v1/kinds", s.kinds)
 	s.route("GET /v1/version", s.version)
 	s.route("GET /v1/describe", s.describe)
+	s.route("GET /v1/partitions", s.partitions)
 	if s.cfg.Console != nil {
 		s.mux.Handle("GET /{$}", s.console())
 		s.mux.Handle("GET /console/", s.console())
@@ -319,4 +320,30 @@ func reverseDependencyOrder(objs []*schemas.Object) []projections.Key {
 		}
 	}
 	return out
+}
+
+// partitions answers GET /v1/partitions: the instances running
+// reconcilers and the partitions each holds.
+func (s *Server) partitions(w http.ResponseWriter, r *http.Request, _ string) error {
+	resp := PartitionsResponse{Partitions: s.cfg.Version.Partitions, Instances: []InstancePartitions{}, Unheld: []int{}}
+	if s.cfg.Partitions == nil {
+		return writeJSON(w, resp)
+	}
+	holders, err := s.cfg.Partitions(r.Context())
+	if err != nil {
+		return err
+	}
+	by := map[string][]int{}
+	for p := range resp.Partitions {
+		if h, ok := holders[p]; ok {
+			by[h] = append(by[h], p)
+		} else {
+			resp.Unheld = append(resp.Unheld, p)
+		}
+	}
+	for inst, ps := range by {
+		resp.Instances = append(resp.Instances, InstancePartitions{Instance: inst, Partitions: ps})
+	}
+	sort.Slice(resp.Instances, func(i, j int) bool { return resp.Instances[i].Instance < resp.Instances[j].Instance })
+	return writeJSON(w, resp)
 }

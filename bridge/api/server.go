@@ -58,6 +58,9 @@ type Config struct {
 	Version Version
 	// Console serves the web console at /; nil serves none.
 	Console http.Handler
+	// Partitions reports which instance holds each partition of the
+	// reconcilers' key space; nil when unknown.
+	Partitions func(ctx context.Context) (map[int]string, error)
 	// Registerer receives the API's metrics; Gatherer serves /metrics.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer

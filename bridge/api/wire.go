@@ -197,3 +197,18 @@ type Dependency struct {
 	Ready string `json:"ready"`
 	Phase string `json:"phase,omitempty"`
 }
+
+// PartitionsResponse answers GET /v1/partitions.
+type PartitionsResponse struct {
+	// Partitions is how many partitions the key space has.
+	Partitions int                  `json:"partitions"`
+	Instances  []InstancePartitions `json:"instances"`
+	// Unheld are partitions no instance holds right now.
+	Unheld []int `json:"unheld"`
+}
+
+// InstancePartitions is one instance and the partitions it holds.
+type InstancePartitions struct {
+	Instance   string `json:"instance"`
+	Partitions []int  `json:"partitions"`
+}

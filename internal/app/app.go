@@ -180,7 +180,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.api, err = api.New(api.Config{
 		Gate: g, Store: a.store, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters,
 		Tokens: cfg.Tokens, Registerer: reg, Gatherer: reg, Logger: cfg.Logger,
-		Reconciler: a.reconcilerOf, Version: a.version(), Console: console.Handler(),
+		Reconciler: a.reconcilerOf, Version: a.version(), Console: console.Handler(), Partitions: a.log.PartitionHolders,
 	}); err != nil {
 		return nil, err
 	}
