@@ -33,4 +33,3 @@ func (l *Log) PartitionHolders(ctx context.Context) (map[int]string, error) {
 	}
 	return out, nil
 }
-
