@@ -17,6 +17,8 @@ import (
 
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/internal/app"
+	"github.com/jetplane/jetplane/reconcilers"
+	"github.com/jetplane/jetplane/schemas"
 )
 
 // chromium finds a Chromium to drive. Under CI=true a missing browser is a
@@ -59,7 +61,7 @@ func startServer(t *testing.T, tokens map[string]string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := app.New(ctx, app.Config{
 		DataDir: t.TempDir(), Listen: "127.0.0.1:0", NATSPort: -1, Tokens: tokens,
-		Logger: slog.New(slog.DiscardHandler),
+		Reconcilers: []reconcilers.Reconciler{widgets{}}, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		cancel()
@@ -87,6 +89,18 @@ func startServer(t *testing.T, tokens map[string]string) string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// widgets reconciles Widget.example.com objects by declaring them Ready,
+// so the server runs reconcilers and holds partitions.
+type widgets struct{}
+
+func (widgets) Kinds() []string { return []string{"Widget.example.com"} }
+func (widgets) Reconcile(context.Context, *schemas.Object) (reconcilers.Result, error) {
+	return reconcilers.Result{Phase: "Ready", Message: "widget in place"}, nil
+}
+func (widgets) Finalize(context.Context, *schemas.Object) (reconcilers.Result, error) {
+	return reconcilers.Result{}, nil
 }
 
 func configMap(v string) []byte {
@@ -215,11 +229,22 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("slider label %q, want #%d of ...", label, firstSeq)
 	}
 
-	// The partitions page lists this instance's partitions.
+	// A deleted object keeps its page: history only, with the finalization
+	// linked to the delete request that caused it.
+	if _, err := c.Delete(ctx, api.Key{Kind: "ConfigMap", Namespace: "shop", Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
 	if err := chromedp.Run(bctx,
+		chromedp.Navigate(url+"/#/object?kind=ConfigMap&namespace=shop&name=web"),
+		poll("the cause link", `[...document.querySelectorAll("#timeline a")].some((a) => /^caused by #\d+$/.test(a.innerText))`),
+		shot("06-deleted-history.png"),
+		// The partitions page lists this instance's partitions; the clusters
+		// page says there are none.
 		chromedp.Navigate(url+"/#/partitions"),
-		poll("the partitions page", `document.getElementById("main").innerText.includes("16 partitions")`),
-		shot("06-partitions.png"),
+		poll("the partitions page", `document.getElementById("main").innerText.includes("16 partitions") && document.querySelectorAll("#partitions tbody tr").length === 1`),
+		shot("07-partitions.png"),
+		chromedp.Navigate(url+"/#/clusters"),
+		poll("the clusters page", `document.getElementById("main").innerText.includes("watches no Kubernetes cluster")`),
 	); err != nil {
 		t.Fatal(err)
 	}
