@@ -53,7 +53,13 @@ func TestDependsOnBareKind(t *testing.T) {
 			wantDep: "Widget.example.com",
 		},
 		{
-			name:    "a built-in kind nothing is stored of takes its usual group",
+			name:    "a kind nothing is stored of is kept as written",
+			apply:   widget("c1", "{kind: Deployment, name: web}"),
+			wantDep: "Deployment",
+		},
+		{
+			name:    "a built-in kind stored in its usual group",
+			stored:  "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: ns}\n",
 			apply:   widget("c1", "{kind: Deployment, name: web}"),
 			wantDep: "Deployment.apps",
 		},

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -212,8 +213,9 @@ func (g *Gate) prepare(objs []*schemas.Object) ([]projections.Key, []*schemas.Ob
 // ("deploy" and "Deployment" become "Deployment.apps"), resolving against
 // the kinds in the log and in the request, so that a reference written with
 // a bare kind names the object the reconcilers and the cycle check see.
-// A kind that resolves to nothing is kept as written (its object may come
-// later); an ambiguous one is an error.
+// A kind that resolves to nothing in the log or the request is kept as
+// written (its object may come later, in a group not known yet); an
+// ambiguous one is an error.
 func (g *Gate) resolveDependsOn(keys []projections.Key, objs []*schemas.Object) ([]*schemas.Object, error) {
 	var seen []string
 	copied := false
@@ -232,6 +234,11 @@ func (g *Gate) resolveDependsOn(keys []projections.Key, objs []*schemas.Object) 
 			}
 			if err != nil {
 				return nil, invalid("%s: metadata.dependsOn[%d].kind: %v", keys[i], j, err)
+			}
+			if !slices.Contains(seen, kind) {
+				// Nothing of the kind exists yet: which group its object
+				// will have is not known, so the reference stays as written.
+				continue
 			}
 			// A short name of a cluster-scoped kind ("ns") was taken for a
 			// namespaced one when the manifest filled in the namespace.
