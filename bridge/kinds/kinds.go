@@ -123,7 +123,10 @@ func orList(s []string) string {
 //   - A bare kind resolves to the one group it exists in; in more than one
 //     it is an *AmbiguousError listing them. A built-in kind nothing has
 //     been seen of resolves to its usual group.
-//   - Anything else is an *UnknownError with suggestions.
+//   - A name close to a known one ("Deploymnt", "confgmap") is an
+//     *UnknownError with suggestions, and so is any lower-case name that
+//     matches nothing; a capitalised Kind name close to nothing known
+//     ("Probe") is taken as written: a kind no object has yet.
 func Resolve(name string, seen []string) (string, error) {
 	if name == "" {
 		return "", &UnknownError{Name: name}
@@ -142,7 +145,17 @@ func Resolve(name string, seen []string) (string, error) {
 		}
 	}
 	if kind == "" {
-		return "", &UnknownError{Name: name, Suggestions: suggest(lw, infos)}
+		sugg := suggest(lw, infos)
+		if len(sugg) == 0 && isKindName(word) {
+			// A Kind spelled as manifests spell kinds, close to nothing
+			// known: a kind no object has yet (a list of it is empty),
+			// not a typo.
+			if hasGroup {
+				return word + "." + strings.ToLower(group), nil
+			}
+			return word, nil
+		}
+		return "", &UnknownError{Name: name, Suggestions: sugg}
 	}
 	if hasGroup {
 		group = strings.ToLower(group)
@@ -315,4 +328,18 @@ func distance(a, b string) int {
 		}
 	}
 	return d[len(ra)][len(rb)]
+}
+
+// isKindName reports whether s is spelled as manifests spell kinds: an
+// upper-case ASCII letter, then ASCII letters and digits.
+func isKindName(s string) bool {
+	if s == "" || s[0] < 'A' || s[0] > 'Z' {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }

@@ -49,6 +49,11 @@ func TestResolve(t *testing.T) {
 		{name: "confgmap", seen: seen, wantErr: ErrUnknown, wantText: []string{"did you mean ConfigMap"}},
 		{name: "widgit", seen: seen, wantErr: ErrUnknown, wantText: []string{"Widget.example.com"}},
 		{name: "zzzzzzzz", seen: seen, wantErr: ErrUnknown},
+		// A capitalised Kind close to nothing known: a kind with no objects
+		// yet, taken as written.
+		{name: "Probe", seen: seen, want: "Probe"},
+		{name: "Gizmo.Example.com", seen: seen, want: "Gizmo.example.com"},
+		{name: "Deploymnt.apps", seen: seen, wantErr: ErrUnknown, wantText: []string{"did you mean Deployment.apps"}},
 		{name: "", seen: seen, wantErr: ErrUnknown},
 	}
 	for _, tt := range tests {
