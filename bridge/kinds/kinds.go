@@ -270,6 +270,9 @@ func suggest(word string, infos []Info) []string {
 		d    int
 	}
 	best := map[string]int{}
+	if len(word) < 3 {
+		return nil // one or two letters are close to too much
+	}
 	for _, in := range infos {
 		names := append([]string{strings.ToLower(in.Kind), in.Plural}, in.Short...)
 		for _, n := range names {
