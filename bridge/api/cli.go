@@ -125,7 +125,7 @@ func (s *Server) describe(w http.ResponseWriter, r *http.Request, _ string) erro
 		return httpError(http.StatusNotFound, fmt.Sprintf("%s not found", k))
 	}
 	k = projections.ObjectKey(o)
-	resp := DescribeResponse{Object: rawObject(o), Reconciler: s.reconciler(k.Kind), Dependents: []Key{}, Dependencies: []Dependency{}, Events: []json.RawMessage{}}
+	resp := DescribeResponse{Object: rawObject(s.withNextRun(o)), Reconciler: s.reconciler(k.Kind), Dependents: []Key{}, Dependencies: []Dependency{}, Events: []json.RawMessage{}}
 	for _, d := range o.GetMetadata().GetDependsOn() {
 		dk := projections.KeyOf(d)
 		dep := Dependency{Key: wireKey(dk), Ready: "missing"}

@@ -19,6 +19,9 @@ type ApplyResult struct {
 	Object json.RawMessage `json:"object,omitempty"`
 	// Previous is the object before the change; dry runs only.
 	Previous json.RawMessage `json:"previous,omitempty"`
+	// ResourceVersion is the object's version after the write, in the
+	// brief answer (Prefer: return=minimal) that leaves Object out.
+	ResourceVersion uint64 `json:"resourceVersion,omitempty,string"`
 }
 
 // Key names an object.
