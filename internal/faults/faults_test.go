@@ -25,6 +25,9 @@ var (
 type fault struct {
 	name   string
 	inject func(t *testing.T, c *cluster) (heal func())
+	// measureAfterHeal counts recovery from heal's start, for a fault
+	// during which nothing can take changes.
+	measureAfterHeal bool
 }
 
 // faultRow is one line of the results.
@@ -40,7 +43,7 @@ type faultRow struct {
 }
 
 func faultsToRun() []fault {
-	kill := fault{"SIGKILL of an instance (not the log's leader)", func(t *testing.T, c *cluster) func() {
+	kill := fault{name: "SIGKILL of an instance (not the log's leader)", inject: func(t *testing.T, c *cluster) func() {
 		p := c.follower()
 		p.signal(t, syscall.SIGKILL)
 		return func() { p.start(t, c.bin) }
@@ -50,7 +53,7 @@ func faultsToRun() []fault {
 	}
 	return []fault{
 		kill,
-		{"SIGSTOP of one node (not the log's leader) for 30 s, then SIGCONT", func(t *testing.T, c *cluster) func() {
+		{name: "SIGSTOP of one node (not the log's leader) for 30 s, then SIGCONT", inject: func(t *testing.T, c *cluster) func() {
 			p := c.follower()
 			p.signal(t, syscall.SIGSTOP)
 			stopped := time.Now()
@@ -59,12 +62,12 @@ func faultsToRun() []fault {
 				p.signal(t, syscall.SIGCONT)
 			}
 		}},
-		{"SIGKILL of the log's leader node", func(t *testing.T, c *cluster) func() {
+		{name: "SIGKILL of the log's leader node", inject: func(t *testing.T, c *cluster) func() {
 			p := c.streamLeader()
 			p.signal(t, syscall.SIGKILL)
 			return func() { p.start(t, c.bin) }
 		}},
-		{"whole cluster stopped (SIGTERM) and started", func(t *testing.T, c *cluster) func() {
+		{name: "whole cluster stopped (SIGTERM) and started", measureAfterHeal: true, inject: func(t *testing.T, c *cluster) func() {
 			for _, p := range c.procs {
 				_ = p.cmd.Process.Signal(syscall.SIGTERM)
 			}
@@ -143,18 +146,18 @@ func TestFaults(t *testing.T) {
 		heal := f.inject(t, c)
 		t.Logf("  injected at %s", at.UTC().Format("15:04:05.000"))
 		row := faultRow{name: f.name}
-		if heal != nil {
-			// While it lasts, the survivors keep taking changes (or, for
-			// the whole cluster, nobody does). A killed process is
-			// restarted once recovery was measured without it; a stopped
-			// one is let go on (or started) first.
-			if strings.HasPrefix(f.name, "SIGKILL") {
-				row.recovered = recovery(t, c, at)
-				heal()
-			} else {
-				heal()
-				row.recovered = recovery(t, c, at)
-			}
+		if f.measureAfterHeal {
+			// Nothing takes changes until heal (the whole cluster was
+			// stopped): recovery counts from heal's start.
+			healing := time.Now()
+			heal()
+			row.recovered = recovery(t, c, healing)
+		} else {
+			// The survivors must take changes, and run the keys of the
+			// partitions they take over, while the fault lasts; then a
+			// killed process is restarted, a paused one let go on.
+			row.recovered = recovery(t, c, at)
+			heal()
 		}
 		row.spread = c.waitSpread(3 * time.Minute)
 		time.Sleep(5 * time.Second) // load goes on after the cluster is whole
@@ -172,14 +175,38 @@ func TestFaults(t *testing.T) {
 			t.Logf("  apply errors: %s", row.errs)
 		}
 	}
+	if *all {
+		t.Logf("fault: disk full")
+		d := diskFull(t, bin, dir)
+		if d.resumedWithoutRestart {
+			d.name += "; resumed without a restart"
+		} else {
+			d.name += fmt.Sprintf("; did not resume within 20 s without a restart; recovered %s after a restart", d.restartRecovered.Round(100*time.Millisecond))
+		}
+		rows = append(rows, d.faultRow)
+	}
 	writeReport(t, rows)
+	for _, r := range rows {
+		if r.errs != "" {
+			t.Logf("apply errors during %q: %s", r.name, r.errs)
+		}
+	}
 }
 
 // recovery applies a new change of a sentinel object again and again until
 // one is reconciled Ready, and returns how long after from that was.
 func recovery(t *testing.T, c *cluster, from time.Time) time.Duration {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
+	d, ok := recoveryWithin(c, from, 3*time.Minute)
+	if !ok {
+		t.Fatalf("no change was applied and reconciled within 3 minutes of %s", from.UTC().Format("15:04:05.000"))
+	}
+	return d
+}
+
+// recoveryWithin is recovery giving up after budget.
+func recoveryWithin(c *cluster, from time.Time, budget time.Duration) (time.Duration, bool) {
+	deadline := time.Now().Add(budget)
 	for gen := 1; time.Now().Before(deadline); gen++ {
 		doc := fmt.Sprintf(`{"apiVersion":"v1","kind":"Probe","metadata":{"name":"sentinel","namespace":%q},"spec":{"n":%d,"at":%q}}`, namespace, gen, time.Now().Format(time.RFC3339Nano))
 		_, err := anyClient(c, func(ctx context.Context, cl *api.Client) (*api.ApplyResponse, error) {
@@ -199,20 +226,19 @@ func recovery(t *testing.T, c *cluster, from time.Time) time.Duration {
 			if err == nil {
 				if o, err := api.DecodeObject(raw); err == nil && int(o.Spec.GetFields()["n"].GetNumberValue()) == gen &&
 					reconcilers.IsReady(o) && o.Status.ObservedGeneration == o.Metadata.Generation {
-					return time.Since(from)
+					return time.Since(from), true
 				}
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	t.Fatalf("no change was applied and reconciled within 3 minutes of %s", from.UTC().Format("15:04:05.000"))
-	return 0
+	return 0, false
 }
 
 func writeReport(t *testing.T, rows []faultRow) {
 	t.Helper()
 	var sb strings.Builder
-	sb.WriteString("| fault | changes acked | acked lost | objects not converged | overlapping runs | applies failed (longest outage) | recovered after the fault | partitions spread after heal | converged after load stopped |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	sb.WriteString("| fault | changes acked | acked lost | objects not converged | overlapping runs | applies failed (longest outage) | recovered (from the fault; whole cluster: from the restart) | partitions spread after heal | converged after load stopped |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
 		fmt.Fprintf(&sb, "| %s | %d | %d | %d | %d | %d (%s) | %s | %s | %s |\n", r.name, r.acked, r.lost, r.unconv, r.overlp,
 			r.failedApplies, r.outage.Round(100*time.Millisecond), r.recovered.Round(100*time.Millisecond), r.spread.Round(100*time.Millisecond), r.converged.Round(100*time.Millisecond))
