@@ -56,7 +56,7 @@ type result struct {
 }
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the apiserver")
+	kubeconfig := flag.String("kubeconfig-file", "", "kubeconfig of the apiserver (controller-runtime owns --kubeconfig)")
 	n := flag.Int("n", 10000, "objects in the burst")
 	workers := flag.Int("workers", 8, "controller workers (MaxConcurrentReconciles)")
 	creators := flag.Int("creators", 16, "create requests in flight")
