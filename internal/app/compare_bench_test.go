@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -42,7 +43,13 @@ func buildCRBench(b *testing.B) string {
 			crbenchErr = err
 			return
 		}
-		crbenchBin = filepath.Join(b.TempDir(), "crbench")
+		// Outlives this run's TempDir: -count runs the benchmark again.
+		tmp, err := os.MkdirTemp("", "jetplane-crbench-")
+		if err != nil {
+			crbenchErr = err
+			return
+		}
+		crbenchBin = filepath.Join(tmp, "crbench")
 		if out, err := exec.Command("go", "build", "-C", dir, "-o", crbenchBin, ".").CombinedOutput(); err != nil {
 			crbenchErr = fmt.Errorf("go build crbench: %v\n%s", err, out)
 		}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ import (
 // proc is one jetplane process (the probe: jetplane serve with a Probe
 // reconciler that records its runs in a file outside jetplane).
 type proc struct {
+	mu      sync.Mutex // guards cmd, exited, c and url: the load reads them while a fault restarts p
 	name    string
 	args    []string
 	dir     string // where its run files and log go
@@ -51,17 +53,19 @@ func (p *proc) start(t *testing.T, bin string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(bin, append(p.args, "--runs", runs)...)
-	p.cmd.Stderr = logf
-	stdout, err := p.cmd.StdoutPipe()
+	cmd := exec.Command(bin, append(p.args, "--runs", runs)...)
+	cmd.Stderr = logf
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.cmd.Start(); err != nil {
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	cmd, exited := p.cmd, make(chan struct{})
-	p.exited = exited
+	exited := make(chan struct{})
+	p.mu.Lock()
+	p.cmd, p.exited = cmd, exited
+	p.mu.Unlock()
 	go func() {
 		_ = cmd.Wait()
 		logf.Close()
@@ -74,22 +78,39 @@ func (p *proc) start(t *testing.T, bin string) {
 	})
 	line, _ := bufio.NewReader(stdout).ReadString('\n')
 	go func() { _, _ = io.Copy(io.Discard, stdout) }()
-	p.url = strings.TrimSpace(line)
-	if p.url == "" {
+	url := strings.TrimSpace(line)
+	if url == "" {
 		t.Fatalf("%s exited before serving; its log is %s", p.name, logf.Name())
 	}
-	p.c = &api.Client{BaseURL: p.url}
+	p.mu.Lock()
+	p.url, p.c = url, &api.Client{BaseURL: url}
+	p.mu.Unlock()
+}
+
+// client is the API client of p's latest start.
+func (p *proc) client() *api.Client {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.c
+}
+
+// process is p's latest process and the channel closed when it exits.
+func (p *proc) process() (*exec.Cmd, chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd, p.exited
 }
 
 // signal sends sig and, for SIGKILL and SIGTERM, waits for the exit.
 func (p *proc) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	cmd, exited := p.process()
+	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("%s: %v", p.name, err)
 	}
 	if sig == syscall.SIGKILL || sig == syscall.SIGTERM {
 		select {
-		case <-p.exited:
+		case <-exited:
 		case <-time.After(time.Minute):
 			t.Fatalf("%s did not exit within a minute of %s", p.name, sig)
 		}
@@ -98,8 +119,12 @@ func (p *proc) signal(t *testing.T, sig syscall.Signal) {
 }
 
 func (p *proc) alive() bool {
+	cmd, exited := p.process()
+	if cmd == nil {
+		return false
+	}
 	select {
-	case <-p.exited:
+	case <-exited:
 		return false
 	default:
 		return true
@@ -110,7 +135,7 @@ func (p *proc) alive() bool {
 // not answer).
 func (p *proc) held() int {
 	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get(p.url + "/metrics")
+	resp, err := c.Get(p.client().BaseURL + "/metrics")
 	if err != nil {
 		return -1
 	}
@@ -176,7 +201,7 @@ func (c *cluster) startAll() {
 	done := make(chan struct{}, len(c.procs))
 	n := 0
 	for _, p := range c.procs {
-		if p.cmd != nil && p.alive() {
+		if p.alive() {
 			continue
 		}
 		n++
@@ -216,8 +241,8 @@ func (c *cluster) waitSpread(d time.Duration) time.Duration {
 func (c *cluster) clients() []*api.Client {
 	var out []*api.Client
 	for _, p := range c.procs {
-		if p.c != nil {
-			out = append(out, p.c)
+		if cl := p.client(); cl != nil {
+			out = append(out, cl)
 		}
 	}
 	return out
@@ -270,4 +295,9 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+func (p *proc) exitedCh() chan struct{} {
+	_, exited := p.process()
+	return exited
 }

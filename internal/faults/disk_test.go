@@ -49,7 +49,7 @@ func diskFull(t *testing.T, bin, dir string) diskRow {
 	c.waitSpread(time.Minute)
 
 	l := &load{acked: map[string][]int{}, tried: map[string]int{}, firstErr: map[string]int{}}
-	l.clients = func() []*api.Client { return []*api.Client{p.c} }
+	l.clients = func() []*api.Client { return []*api.Client{p.client()} }
 	l.resume(2)
 	time.Sleep(3 * time.Second)
 	before := l.ackedCount()

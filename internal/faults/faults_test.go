@@ -69,11 +69,12 @@ func faultsToRun() []fault {
 		}},
 		{name: "whole cluster stopped (SIGTERM) and started", measureAfterHeal: true, inject: func(t *testing.T, c *cluster) func() {
 			for _, p := range c.procs {
-				_ = p.cmd.Process.Signal(syscall.SIGTERM)
+				cmd, _ := p.process()
+				_ = cmd.Process.Signal(syscall.SIGTERM)
 			}
 			for _, p := range c.procs {
 				select {
-				case <-p.exited:
+				case <-p.exitedCh():
 				case <-time.After(time.Minute):
 					t.Fatalf("%s did not stop within a minute of SIGTERM", p.name)
 				}
@@ -128,7 +129,7 @@ func TestFaults(t *testing.T) {
 		var out []*api.Client
 		for _, p := range c.procs {
 			if p.alive() {
-				out = append(out, p.c)
+				out = append(out, p.client())
 			}
 		}
 		if len(out) == 0 {

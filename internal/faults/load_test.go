@@ -207,7 +207,7 @@ func anyClient[T any](c *cluster, fn func(ctx context.Context, cl *api.Client) (
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		var out T
-		out, err = fn(ctx, p.c)
+		out, err = fn(ctx, p.client())
 		cancel()
 		if err == nil {
 			return out, nil

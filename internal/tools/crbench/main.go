@@ -91,7 +91,12 @@ func run(kubeconfig string, n, workers, creators int, pidList string) error {
 	all := make(chan struct{})
 	var writes int64
 
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	// Reads come from the informer cache, as a typed controller's do
+	// (controller-runtime reads unstructured objects live unless told).
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+	})
 	if err != nil {
 		return err
 	}
