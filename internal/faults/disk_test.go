@@ -102,7 +102,7 @@ func diskFull(t *testing.T, bin, dir string) diskRow {
 	b, e, failed := l.outage(full)
 	row.outage, row.failedApplies = e.Sub(b), failed
 	v := check(t, c, l, 3*time.Minute)
-	row.acked, row.lost, row.unconv, row.overlp, row.converged = l.ackedCount()-before, v.lost, v.unconverged, v.overlaps, v.converged
+	row.acked, row.lost, row.unconv, row.overlp, row.converged = l.ackedCount()-before, v.lost, v.unconverged, len(v.overlaps), v.converged
 	row.errs = errsWhileFull
 	t.Logf("  acked %d, lost %d, unconverged %d; applies failed %d (longest outage %s); resumed without restart: %v; recovered %s after space was freed (restart to recovered: %s)",
 		row.acked, row.lost, row.unconv, row.failedApplies, row.outage.Round(time.Millisecond), row.resumedWithoutRestart, row.recovered.Round(time.Millisecond), row.restartRecovered.Round(time.Millisecond))

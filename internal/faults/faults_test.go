@@ -138,6 +138,7 @@ func TestFaults(t *testing.T) {
 		return out
 	}
 	var rows []faultRow
+	seenOverlap := map[string]bool{}
 	for _, f := range faultsToRun() {
 		t.Logf("fault: %s", f.name)
 		before := l.ackedCount()
@@ -166,7 +167,17 @@ func TestFaults(t *testing.T) {
 		b, e, failed := l.outage(at)
 		row.outage, row.failedApplies = e.Sub(b), failed
 		v := check(t, c, l, 3*time.Minute)
-		row.acked, row.lost, row.unconv, row.overlp, row.converged = l.ackedCount()-before, v.lost, v.unconverged, v.overlaps, v.converged
+		row.acked, row.lost, row.unconv, row.converged = l.ackedCount()-before, v.lost, v.unconverged, v.converged
+		// Runs overlapping since the previous fault's check.
+		for _, o := range v.overlaps {
+			if !seenOverlap[o] {
+				seenOverlap[o] = true
+				row.overlp++
+				if row.overlp <= 5 {
+					t.Errorf("%s: %s", f.name, o)
+				}
+			}
+		}
 		row.errs = l.errors()
 		l.firstErr = map[string]int{}
 		rows = append(rows, row)
@@ -239,7 +250,7 @@ func recoveryWithin(c *cluster, from time.Time, budget time.Duration) (time.Dura
 func writeReport(t *testing.T, rows []faultRow) {
 	t.Helper()
 	var sb strings.Builder
-	sb.WriteString("| fault | changes acked | acked lost | objects not converged | overlapping runs | applies failed (longest outage) | recovered (from the fault; whole cluster: from the restart) | partitions spread after heal | converged after load stopped |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	sb.WriteString("| fault | changes acked | acked lost (all so far) | objects not converged | overlapping runs | applies failed (longest outage) | recovered (from the fault; whole cluster: from the restart) | partitions spread after heal | converged after load stopped |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
 		fmt.Fprintf(&sb, "| %s | %d | %d | %d | %d | %d (%s) | %s | %s | %s |\n", r.name, r.acked, r.lost, r.unconv, r.overlp,
 			r.failedApplies, r.outage.Round(100*time.Millisecond), r.recovered.Round(100*time.Millisecond), r.spread.Round(100*time.Millisecond), r.converged.Round(100*time.Millisecond))

@@ -162,10 +162,10 @@ func (l *load) errors() string {
 
 // verdict is what state holds after a fault.
 type verdict struct {
-	acked       int // object changes acknowledged in total
-	lost        int // acknowledged changes missing from the log
-	unconverged int // objects not Ready at their latest generation, or not at the last acknowledged (or a later tried) value
-	overlaps    int // times two instances ran one key at once
+	acked       int      // object changes acknowledged in total
+	lost        int      // acknowledged changes missing from the log
+	unconverged int      // objects not Ready at their latest generation, or not at the last acknowledged (or a later tried) value
+	overlaps    []string // times two instances ran one key at once, since the suite began
 	converged   time.Duration
 }
 
@@ -325,9 +325,9 @@ type run struct {
 	start, end int64 // unix nanos; a run cut short by a kill ends at the kill
 }
 
-// overlaps counts, from every run file, the times two instances ran one
+// overlaps lists, from every run file, the times two instances ran one
 // key at overlapping times.
-func overlaps(t *testing.T, c *cluster) int {
+func overlaps(t *testing.T, c *cluster) []string {
 	t.Helper()
 	runs := map[string][]run{}
 	for _, p := range c.procs {
@@ -339,23 +339,21 @@ func overlaps(t *testing.T, c *cluster) int {
 			readRuns(t, path, cutoff, runs)
 		}
 	}
-	n := 0
+	var out []string
 	for key, rs := range runs {
 		slices.SortFunc(rs, func(a, b run) int { return int(a.start - b.start) })
 		for i := 1; i < len(rs); i++ {
 			for j := range i {
 				if rs[j].instance != rs[i].instance && rs[j].end > rs[i].start {
-					n++
-					if n <= 5 {
-						t.Errorf("%s ran on %s from %s to %s and on %s from %s", key, rs[j].instance,
-							time.Unix(0, rs[j].start).UTC().Format("15:04:05.000"), time.Unix(0, rs[j].end).UTC().Format("15:04:05.000"),
-							rs[i].instance, time.Unix(0, rs[i].start).UTC().Format("15:04:05.000"))
-					}
+					out = append(out, fmt.Sprintf("%s ran on %s from %s to %s and on %s from %s", key, rs[j].instance,
+						time.Unix(0, rs[j].start).UTC().Format("15:04:05.000"), time.Unix(0, rs[j].end).UTC().Format("15:04:05.000"),
+						rs[i].instance, time.Unix(0, rs[i].start).UTC().Format("15:04:05.000")))
 				}
 			}
 		}
 	}
-	return n
+	slices.Sort(out)
+	return out
 }
 
 // readRuns parses a probe's run file; a run left open ends at cutoff.
