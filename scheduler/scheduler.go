@@ -234,6 +234,15 @@ func (s *Scheduler) apply(kind string, c projections.Change) {
 	}
 }
 
+// ProfileName is the profile a pod asks for: its schedulerName, with
+// empty and "default-scheduler" meaning DefaultSchedulerName.
+func ProfileName(pod *v1.Pod) string {
+	if n := pod.Spec.SchedulerName; n != "" && n != v1.DefaultSchedulerName {
+		return n
+	}
+	return DefaultSchedulerName
+}
+
 // PodScheduled is the condition type Schedule reports, as in Kubernetes.
 const PodScheduled = "PodScheduled"
 
@@ -253,10 +262,7 @@ func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcil
 	if pod.Spec.NodeName != "" {
 		return reconcilers.Result{}, nil
 	}
-	name := pod.Spec.SchedulerName
-	if name == "" || name == v1.DefaultSchedulerName {
-		name = DefaultSchedulerName
-	}
+	name := ProfileName(pod)
 	prof := s.cfg.Profiles[name]
 	if prof == nil {
 		return reconcilers.Result{Phase: "Pending", Message: fmt.Sprintf("waiting for scheduler %q", name)}, nil

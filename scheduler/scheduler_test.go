@@ -60,6 +60,14 @@ func TestScheduleAppendsBound(t *testing.T) {
 	if keys := c.sched.Requeue(&schemas.ObjectRecord{Kind: "Pod", Status: &schemas.Status{Goal: "exists"}}); len(keys) != 0 {
 		t.Fatalf("Requeue(Pod) = %v, want none", keys)
 	}
+	// A pod deleted or finished frees room.
+	if keys := c.sched.Requeue(&schemas.ObjectRecord{Kind: "Pod", Status: &schemas.Status{Goal: "deleted"}}); len(keys) != 1 {
+		t.Fatalf("Requeue(deleted Pod) = %v, want [b]", keys)
+	}
+	finished := &schemas.Status{Goal: "exists", Details: mustStruct(t, map[string]any{"phase": "Succeeded"})}
+	if keys := c.sched.Requeue(&schemas.ObjectRecord{Kind: "Pod", Status: finished}); len(keys) != 1 {
+		t.Fatalf("Requeue(finished Pod) = %v, want [b]", keys)
+	}
 	c.apply(fixtureNode(t, "big", attrs([]string{"cpu=8"}), 0))
 	if _, err := c.sched.Schedule(context.Background(), c.pod("default", "b")); err != nil {
 		t.Fatal(err)
