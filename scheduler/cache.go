@@ -13,7 +13,7 @@ import (
 // into Snapshots cheaply: a NodeInfo is rebuilt only for a node whose
 // revision or pods changed. Safe for concurrent use.
 type Cache struct {
-	mu    sync.Mutex
+	mu      sync.Mutex
 	nodes   map[string]*cachedNode
 	pods    map[string]*cachedPod
 	assumed map[string]*cachedPod // the assumed subset of pods

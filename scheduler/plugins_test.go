@@ -171,7 +171,7 @@ func TestNormalize(t *testing.T) {
 
 func TestNumFeasibleNodesToFind(t *testing.T) {
 	tests := []struct {
-		pct        int32
+		pct         int32
 		nodes, want int
 	}{
 		{0, 50, 50}, {0, 1000, 420}, {0, 5000, 500}, {0, 6000, 300}, {0, 200, 100}, {100, 5000, 5000}, {10, 5000, 500},
