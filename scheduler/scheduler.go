@@ -255,6 +255,9 @@ func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcil
 	if !s.started.Load() {
 		return reconcilers.Result{}, errors.New("scheduler: not started")
 	}
+	if obj.GetStatus().GetGoal() == projections.GoalDeleted {
+		return reconcilers.Result{}, nil
+	}
 	pod, err := PodFromObject(obj)
 	if err != nil {
 		return reconcilers.Result{}, reconcilers.Terminal(err)
