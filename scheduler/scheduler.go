@@ -284,15 +284,11 @@ func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcil
 		s.unschedMu.Lock()
 		s.unsched[key] = true
 		s.unschedMu.Unlock()
-		msg := d.Message()
-		return reconcilers.Result{Phase: "Pending", Message: msg, Conditions: []*schemas.Condition{
-			{Type: PodScheduled, Status: "False", Reason: "Unschedulable", Message: msg}}}, nil
+		return podScheduled(false, "Unschedulable", d.Message()), nil
 	}
 	if st := s.reserveAndPermit(ctx, prof, state, pi, d.Node); !st.IsSuccess() {
 		s.cache.Forget(pi.Key)
-		msg := fmt.Sprintf("%s rejected node %s: %s", st.Plugin, d.Node, st.Message())
-		return reconcilers.Result{Phase: "Pending", Message: msg, Conditions: []*schemas.Condition{
-			{Type: PodScheduled, Status: "False", Reason: "Unschedulable", Message: msg}}}, nil
+		return podScheduled(false, "Unschedulable", fmt.Sprintf("%s rejected node %s: %s", st.Plugin, d.Node, st.Message())), nil
 	}
 	if err := s.bind(ctx, prof, state, obj, pi, d, cycle, assumed); err != nil {
 		s.unreserve(ctx, prof, state, pi, d.Node)
@@ -307,8 +303,23 @@ func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcil
 	s.unschedMu.Lock()
 	delete(s.unsched, key)
 	s.unschedMu.Unlock()
-	return reconcilers.Result{Phase: "Pending", Message: "bound to node " + d.Node, Conditions: []*schemas.Condition{
-		{Type: PodScheduled, Status: "True", Reason: "Scheduled", Message: "bound to node " + d.Node}}}, nil
+	return podScheduled(true, "Scheduled", "bound to node "+d.Node), nil
+}
+
+// podScheduled is the status of a scheduling attempt, the Kubernetes way:
+// phase Pending and a PodScheduled condition, both in jetplane's status
+// and in the v1 PodStatus details.
+func podScheduled(ok bool, reason, msg string) reconcilers.Result {
+	status := "False"
+	if ok {
+		status = "True"
+	}
+	details, _ := structpb.NewStruct(map[string]any{
+		"phase": string(v1.PodPending),
+		"conditions": []any{map[string]any{"type": PodScheduled, "status": status, "reason": reason, "message": msg}},
+	})
+	return reconcilers.Result{Phase: "Pending", Message: msg, Details: details,
+		Conditions: []*schemas.Condition{{Type: PodScheduled, Status: status, Reason: reason, Message: msg}}}
 }
 
 // runCycle runs the cycle under the cycle lock and assumes its placement,

@@ -53,6 +53,11 @@ func TestScheduleAppendsBound(t *testing.T) {
 	if res.Message != want || res.Conditions[0].Reason != "Unschedulable" || res.Conditions[0].Message != want {
 		t.Fatalf("result %+v, want message %q", res, want)
 	}
+	cond := res.Details.GetFields()["conditions"].GetListValue().GetValues()[0].GetStructValue().GetFields()
+	if res.Details.GetFields()["phase"].GetStringValue() != "Pending" || cond["type"].GetStringValue() != PodScheduled ||
+		cond["status"].GetStringValue() != "False" || cond["message"].GetStringValue() != want {
+		t.Fatalf("status details %v, want a v1 PodStatus with PodScheduled=False", res.Details)
+	}
 	// A new node is a hint for b; a pod that is merely updated is not.
 	if keys := c.sched.Requeue(&schemas.ObjectRecord{Kind: "Node"}); len(keys) != 1 || keys[0].Name != "b" {
 		t.Fatalf("Requeue(Node) = %v, want [b]", keys)
