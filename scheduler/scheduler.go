@@ -315,7 +315,7 @@ func podScheduled(ok bool, reason, msg string) reconcilers.Result {
 		status = "True"
 	}
 	details, _ := structpb.NewStruct(map[string]any{
-		"phase": string(v1.PodPending),
+		"phase":      string(v1.PodPending),
 		"conditions": []any{map[string]any{"type": PodScheduled, "status": status, "reason": reason, "message": msg}},
 	})
 	return reconcilers.Result{Phase: "Pending", Message: msg, Details: details,
