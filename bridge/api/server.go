@@ -66,6 +66,16 @@ type Config struct {
 	Sealer *seal.Sealer
 	// Limits bound each token's requests, watches and page sizes (limits.go).
 	Limits Limits
+	// Reconciler names what reconciles objects of kind ("" when nothing
+	// does: they are stored only); nil means nothing reconciles any kind.
+	Reconciler func(kind string) string
+	// Version describes the server for GET /v1/version.
+	Version Version
+	// Console serves the web console at /; nil serves none.
+	Console http.Handler
+	// Partitions reports which instance holds each partition of the
+	// reconcilers' key space; nil when unknown.
+	Partitions func(ctx context.Context) (map[int]string, error)
 	// Registerer receives the API's metrics; Gatherer serves /metrics.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
@@ -130,6 +140,7 @@ func New(cfg Config) (*Server, error) {
 	s.route("GET /v1/state", s.state)
 	s.route("GET /v1/watch", s.watch)
 	s.route("GET /v1/clusters", s.clusters)
+	s.routeCLI()
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	if cfg.Gatherer != nil {
@@ -138,7 +149,14 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		// No route: answer 404 or 405 in JSON like every other error.
+		s.noRoute(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 type handler func(w http.ResponseWriter, r *http.Request, actor string) error
 
@@ -180,9 +198,9 @@ func (s *Server) route(pattern string, h handler) {
 			}
 		}
 		if err == nil {
-			if ready := s.cfg.Ready(); ready != nil && name != "/v1/history" && name != "/v1/clusters" {
+			if ready := s.cfg.Ready(); ready != nil && name != "/v1/history" && name != "/v1/clusters" && name != "/v1/version" {
 				err = httpError(http.StatusServiceUnavailable, "not ready: "+ready.Error())
-			} else {
+			} else if err = s.resolveKind(r, name); err == nil {
 				err = h(sw, r.WithContext(withPrincipal(r.Context(), p)), "user/"+p.Name)
 			}
 		}
@@ -237,6 +255,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		resp.Error = fmt.Sprintf("request body is over %d bytes; split the manifests into several applies", tooBig.Limit)
 	case errors.Is(err, gate.ErrInvalid):
 		code = http.StatusBadRequest
+	case errors.Is(err, gate.ErrIdempotencyMismatch):
+		code = http.StatusUnprocessableEntity
 	case errors.Is(err, gate.ErrNotFound), errors.Is(err, events.ErrNotFound):
 		code = http.StatusNotFound
 	case errors.Is(err, events.ErrConflict):
@@ -287,7 +307,12 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, actor string) err
 	if err := s.sealObjects(r.Context(), objs); err != nil {
 		return err
 	}
-	outcomes, err := s.cfg.Gate.Apply(r.Context(), actor, objs, r.Header.Get("Idempotency-Key"))
+	var outcomes []gate.Outcome
+	if r.URL.Query().Get("dryRun") == "true" {
+		outcomes, err = s.cfg.Gate.DryRun(r.Context(), actor, objs)
+	} else {
+		outcomes, err = s.cfg.Gate.Apply(r.Context(), actor, objs, r.Header.Get("Idempotency-Key"))
+	}
 	if err != nil {
 		return err
 	}
@@ -303,6 +328,7 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, actor string) err
 			w.Header().Set("Preference-Applied", "return=minimal")
 		} else {
 			resp.Results[i].Object = rawObject(s.show(r, o.Object))
+			resp.Results[i].Previous = rawObject(s.show(r, o.Previous))
 		}
 	}
 	return writeJSON(w, resp)
@@ -390,10 +416,15 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, _ string) error {
 	if err != nil {
 		return err
 	}
+	fs, err := fieldParam(r)
+	if err != nil {
+		return err
+	}
 	objs, seq, next, err := s.listPage(r, q)
 	if err != nil {
 		return err
 	}
+	objs = fs.filter(objs)
 	for i, o := range objs {
 		objs[i] = s.withNextRun(o)
 	}
@@ -414,6 +445,9 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, actor string) er
 	k, err := keyParam(r)
 	if err != nil {
 		return err
+	}
+	if cascade := r.URL.Query().Get("cascade"); k.Kind == "Namespace" && k.Namespace == "" && cascade != "orphan" {
+		return s.deleteNamespace(w, r, actor, k)
 	}
 	out, err := s.cfg.Gate.Delete(r.Context(), actor, k, r.Header.Get("Idempotency-Key"))
 	purge := r.URL.Query().Get(purgeParam) == "true"
@@ -480,8 +514,12 @@ func (s *Server) state(w http.ResponseWriter, r *http.Request, _ string) error {
 	if err != nil {
 		return err
 	}
+	fs, err := fieldParam(r)
+	if err != nil {
+		return err
+	}
 	objs, _ := st.List(q)
-	return writeJSON(w, listResponse(s.showAll(r, objs), seq))
+	return writeJSON(w, listResponse(s.showAll(r, fs.filter(objs)), seq))
 }
 
 // clusters lists the watched Kubernetes clusters. It answers while the
@@ -512,6 +550,19 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, _ string) error {
 			return httpError(http.StatusBadRequest, fmt.Sprintf("resourceVersion: %q is not a sequence number", rv))
 		}
 	}
+	fs, err := fieldParam(r)
+	if err != nil {
+		return err
+	}
+	// The current objects first, oldest change first, each with its own
+	// resourceVersion as its id (see byResourceVersion), then the changes
+	// after the list.
+	var initial []*schemas.Object
+	if from == 0 {
+		initial, from = s.cfg.Store.List(q)
+		initial = fs.filter(initial)
+		byResourceVersion(initial)
+	}
 	changes, stop, err := s.cfg.Store.Watch(q, from)
 	if err != nil {
 		return err
@@ -522,6 +573,16 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, _ string) error {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	if flusher != nil {
+		flusher.Flush()
+	}
+	for _, o := range initial {
+		k, rv := projections.ObjectKey(o), o.GetMetadata().GetResourceVersion()
+		data, _ := json.Marshal(WatchEvent{Type: string(projections.Added), ResourceVersion: rv, Key: wireKey(k), Object: rawObject(s.show(r, o))})
+		if _, err := fmt.Fprintf(w, "event: %s\nid: %d\ndata: %s\n\n", projections.Added, rv, data); err != nil {
+			return nil
+		}
+	}
+	if flusher != nil && len(initial) > 0 {
 		flusher.Flush()
 	}
 	keepalive := time.NewTicker(15 * time.Second)
@@ -539,6 +600,9 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, _ string) error {
 				// Fell behind: end the stream; the client resumes from the
 				// last id it saw.
 				return nil
+			}
+			if !fs.matches(c.Object) {
+				continue
 			}
 			data, _ := json.Marshal(WatchEvent{Type: string(c.Type), ResourceVersion: c.Sequence, Key: wireKey(c.Key), Object: rawObject(s.show(r, c.Object))})
 			if _, err := fmt.Fprintf(w, "event: %s\nid: %d\ndata: %s\n\n", c.Type, c.Sequence, data); err != nil {

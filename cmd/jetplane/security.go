@@ -20,7 +20,7 @@ func secretFlags(root *cobra.Command, g *globals) {
 	root.PersistentFlags().StringVar(&g.caFile, "ca-file", os.Getenv("JETPLANE_CA_FILE"), "CA certificate (PEM) to trust for an https --server (env JETPLANE_CA_FILE)")
 	for _, c := range root.Commands() {
 		switch c.Name() {
-		case "get", "watch", "history", "state":
+		case "get", "describe", "watch", "history", "state":
 			c.Flags().BoolVar(&g.showSecrets, "show-secrets", false, "show secret values in clear (the token must allow it: admin, or a role with +secrets)")
 		case "delete":
 			c.Flags().BoolVar(&g.purge, "purge-secret-data", false, "also destroy the object's data keys: its secret values become unreadable in current state and in every past event (admins only; cannot be undone)")
