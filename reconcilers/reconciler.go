@@ -44,6 +44,9 @@ type Result struct {
 	Phase      string
 	Message    string
 	Conditions []*schemas.Condition
+	// KeepStatus records nothing: the status in the log stays as it is
+	// (a pod's, which its node agent writes). Errors are still recorded.
+	KeepStatus bool
 }
 
 // Funcs adapts functions to a Reconciler, for one-off reconcilers. A nil

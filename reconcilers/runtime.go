@@ -541,6 +541,9 @@ func (c *controller) record(ctx context.Context, k projections.Key, obj *schemas
 	if o.finalize {
 		ev.Type = schemas.EventType_EVENT_TYPE_FINALIZED
 	} else {
+		if o.res.KeepStatus && o.err == nil && o.waiting == "" {
+			return
+		}
 		st := nextStatus(obj, o, nextRun, now)
 		if sameStatus(obj.GetStatus(), st) {
 			return
