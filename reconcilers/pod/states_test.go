@@ -95,7 +95,9 @@ func newProc() *fakeProc { return &fakeProc{done: make(chan struct{})} }
 func (p *fakeProc) Done() <-chan struct{} { return p.done }
 func (p *fakeProc) Exit() Exit            { return p.exit }
 func (p *fakeProc) end(e Exit)            { p.once.Do(func() { p.exit = e; close(p.done) }) }
-func (p *fakeProc) Kill()                 { p.once.Do(func() { p.killed = true; p.exit = Exit{Code: 137, Reason: "Killed"}; close(p.done) }) }
+func (p *fakeProc) Kill() {
+	p.once.Do(func() { p.killed = true; p.exit = Exit{Code: 137, Reason: "Killed"}; close(p.done) })
+}
 
 // fakeEnv scripts the world: images that exist, and what each start does.
 type fakeEnv struct {
@@ -383,7 +385,9 @@ func TestNothingRunsWhatTheNodeRefuses(t *testing.T) {
 		want   []string
 		reason string
 	}{
-		{"volume outside the allowed roots", func(e *fakeEnv) { e.specErr = errors.New("spec.volumes[0].hostPath.path: /etc is outside the node's allowed roots") }, []string{"Registered", "Error"}, "InvalidSpec"},
+		{"volume outside the allowed roots", func(e *fakeEnv) {
+			e.specErr = errors.New("spec.volumes[0].hostPath.path: /etc is outside the node's allowed roots")
+		}, []string{"Registered", "Error"}, "InvalidSpec"},
 		{"not a module", func(e *fakeEnv) {
 			e.start = func(int) (*fakeProc, error) { return nil, errors.New("invalid magic number") }
 		}, []string{"Registered", "ImagePull", "Starting", "Error"}, "CreateContainerError"},

@@ -10,8 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/jetplane/jetplane/schemas"
 	sm "github.com/jetplane/jetplane/reconcilers/statemachine"
+	"github.com/jetplane/jetplane/schemas"
 )
 
 // Condition and reason names pod statuses use.
