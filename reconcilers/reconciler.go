@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
 )
@@ -44,6 +46,9 @@ type Result struct {
 	Phase      string
 	Message    string
 	Conditions []*schemas.Condition
+	// Details is the kind's own status shape (Status.details), such as a
+	// Node's v1 NodeStatus fields.
+	Details *structpb.Struct
 	// KeepStatus records nothing: the status in the log stays as it is
 	// (a pod's, which its node agent writes). Errors are still recorded.
 	KeepStatus bool

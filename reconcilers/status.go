@@ -75,6 +75,7 @@ func nextStatus(obj *schemas.Object, o outcome, nextRun, now time.Time) *schemas
 		ObservedGeneration: obj.GetMetadata().GetGeneration(),
 		Phase:              o.res.Phase,
 		Message:            o.res.Message,
+		Details:            o.res.Details,
 	}
 	if !nextRun.IsZero() {
 		st.NextRunTime = timestamppb.New(nextRun)

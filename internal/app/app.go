@@ -68,7 +68,9 @@ type Config struct {
 	// Instance names this process in reconcilers' actors; default host-pid.
 	Instance string
 	// Queue tunes the reconcilers' queues.
-	Queue  queue.Config
+	Queue queue.Config
+	// Pods configures the Pod and Node kinds and the local node agent.
+	Pods   PodsConfig
 	Logger *slog.Logger
 }
 
@@ -84,6 +86,7 @@ type App struct {
 	runtime   *reconcilers.Runtime
 	bridge    *kube.Bridge // nil without clusters
 	listener  net.Listener
+	pods      *pods
 }
 
 // New starts the log and builds every part; Run starts them.
@@ -135,7 +138,11 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
-	recs := cfg.Reconcilers
+	podRecs, err := a.podReconcilers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	recs := append(slices.Clone(cfg.Reconcilers), podRecs...)
 	if len(cfg.Clusters) > 0 {
 		// With clusters, jetplane pushes Apply objects into them.
 		rcs, err := cfg.Clusters.RESTConfigs()
@@ -156,6 +163,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	g, err := gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.runtime.Handles, Logger: cfg.Logger})
 	if err != nil {
+		return nil, err
+	}
+	if err := a.podServices(g); err != nil {
 		return nil, err
 	}
 	var clusters func() []api.Cluster
@@ -327,6 +337,7 @@ func (a *App) Run(ctx context.Context) error {
 
 	rtDone := make(chan error, 1)
 	go func() { rtDone <- a.runtime.Start(pctx) }()
+	podsDone := a.runPods(pctx)
 
 	// The bridge stops first, appending what it has queued while the log
 	// is still there.
@@ -366,6 +377,7 @@ func (a *App) Run(ctx context.Context) error {
 	// projection they read stops.
 	stopProjector()
 	<-rtDone
+	<-podsDone
 	<-projDone
 	if a.projector.Ready() {
 		if err := a.projector.SaveSnapshot(sctx); err != nil {

@@ -1,0 +1,133 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/jetplane/jetplane/bridge/gate"
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/reconcilers"
+	"github.com/jetplane/jetplane/reconcilers/node"
+	"github.com/jetplane/jetplane/reconcilers/pod"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// PodsConfig configures the Pod and Node kinds and the local node agent.
+type PodsConfig struct {
+	// Agent runs a node agent in this process when Agent.Node is set
+	// (`jetplane serve` sets it unless --node=false). Conn is filled in;
+	// Dir defaults to <data>/node.
+	Agent pod.AgentConfig
+	// Scheduler places unbound pods; nil leaves them Pending.
+	Scheduler pod.Scheduler
+	// NodeGrace and NodeEviction: NotReady after a heartbeat is missing
+	// this long, pods NodeLost after NotReady this long (40 s, 5 min).
+	NodeGrace, NodeEviction time.Duration
+}
+
+// pods is the Pod and Node machinery of an instance.
+type pods struct {
+	nodes     *events.NodeStore
+	status    *pod.StatusService
+	registrar *node.Registrar
+	agent     *pod.Agent // nil without a local agent
+}
+
+// podReconcilers opens the node buckets and builds the Pod and Node
+// reconcilers.
+func (a *App) podReconcilers(ctx context.Context) ([]reconcilers.Reconciler, error) {
+	nodes, err := a.log.NodeStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a.pods = &pods{nodes: nodes, status: &pod.StatusService{Log: a.log, State: a.store}}
+	pr, err := pod.NewReconciler(pod.Config{State: a.store, Work: nodes, Scheduler: a.cfg.Pods.Scheduler})
+	if err != nil {
+		return nil, err
+	}
+	ncfg := node.Config{Heartbeats: nodes, State: a.store, Log: a.log, Grace: a.cfg.Pods.NodeGrace, Eviction: a.cfg.Pods.NodeEviction, Logger: a.cfg.Logger}
+	nr, err := node.NewReconciler(ncfg)
+	if err != nil {
+		return nil, err
+	}
+	return []reconcilers.Reconciler{pr, nr}, nil
+}
+
+// podServices builds what needs the gate: the registrar, and the local
+// agent.
+func (a *App) podServices(g *gate.Gate) error {
+	ncfg := node.Config{Heartbeats: a.pods.nodes, State: a.store, Log: a.log, Logger: a.cfg.Logger}
+	var err error
+	a.pods.registrar, err = node.NewRegistrar(ncfg, func(ctx context.Context, obj *schemas.Object) error {
+		_, err := g.Apply(ctx, "node/"+obj.GetMetadata().GetName(), []*schemas.Object{obj}, "")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if ac := a.cfg.Pods.Agent; ac.Node != "" {
+		if ac.Dir == "" {
+			if a.cfg.DataDir == "" {
+				return errors.New("node agent: give it a directory (there is no data dir)")
+			}
+			ac.Dir = filepath.Join(a.cfg.DataDir, "node")
+		}
+		if ac.Logger == nil {
+			ac.Logger = a.cfg.Logger
+		}
+		octx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if ac.Conn, err = events.OpenNode(octx, a.nc, ac.Node); err != nil {
+			return err
+		}
+		if a.pods.agent, err = pod.NewAgent(ac); err != nil {
+			return fmt.Errorf("node agent: %w", err)
+		}
+	}
+	return nil
+}
+
+// runPods runs the status service, the registrar and the local agent
+// until ctx ends.
+func (a *App) runPods(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	n := 2
+	fin := make(chan struct{}, 3)
+	go func() {
+		_ = a.pods.nodes.ServeNodeStatus(ctx, func(node string, data []byte) ([]byte, error) {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			return a.pods.status.Handle(rctx, node, data)
+		})
+		fin <- struct{}{}
+	}()
+	go func() {
+		_ = a.pods.registrar.Start(ctx)
+		fin <- struct{}{}
+	}()
+	if a.pods.agent != nil {
+		n++
+		go func() {
+			if err := a.pods.agent.Start(ctx); err != nil && ctx.Err() == nil {
+				a.cfg.Logger.Error("node agent stopped", "err", err)
+			}
+			fin <- struct{}{}
+		}()
+	}
+	go func() {
+		for range n {
+			<-fin
+		}
+		close(done)
+	}()
+	return done
+}
+
+// Images is the image store.
+func (a *App) Images() *events.Images { return a.pods.nodes.Images() }
+
+// NodeStore is the node agents' buckets and the logs stream.
+func (a *App) NodeStore() *events.NodeStore { return a.pods.nodes }
