@@ -76,7 +76,7 @@ func startCluster(tb testing.TB, mutate func(*app.Config)) *cluster {
 	cfg := app.Config{
 		DataDir: tb.TempDir(), Listen: "127.0.0.1:0", NATSPort: -1,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Pods: app.PodsConfig{Agent: pod.AgentConfig{Node: "n1", Clock: pod.ScaledClock(scale), CompileCache: compileCache, Heartbeat: time.Second}},
+		Pods:   app.PodsConfig{Agent: pod.AgentConfig{Node: "n1", Clock: pod.ScaledClock(scale), CompileCache: compileCache, Heartbeat: time.Second}},
 	}
 	if mutate != nil {
 		mutate(&cfg)
@@ -231,5 +231,154 @@ func TestPodPrintsAndCompletes(t *testing.T) {
 	want := "Registered(Registered) ImagePull(Pulling) Starting(ContainerCreating) Running Completed(Completed)"
 	if got := strings.Join(c.phases(k), " "); got != want {
 		t.Fatalf("history %s\nwant    %s", got, want)
+	}
+}
+
+// statusEvents returns the agent's status events of k.
+func (c *cluster) statusEvents(k projections.Key) []*schemas.Event {
+	c.tb.Helper()
+	evs, err := c.app.Log().History(context.Background(), k.Proto())
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	var out []*schemas.Event
+	for _, ev := range evs {
+		if ev.Type == schemas.EventType_EVENT_TYPE_STATUS_CHANGED && strings.HasPrefix(ev.Actor, "node/") {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func TestCrashLoopBacksOff10s20s40s(t *testing.T) {
+	c := startCluster(t, nil)
+	c.push("workload:v1", workload(t))
+	c.apply(podYAML("crash", "n1", "OnFailure", "workload:v1", "fail"))
+	k := podKey("default", "crash")
+	c.wait(k, "restarted three times", 60*time.Second, func(o *schemas.Object) bool {
+		ps, _ := pod.PodStatus(o.GetStatus())
+		return len(ps.ContainerStatuses) > 0 && ps.ContainerStatuses[0].RestartCount >= 3
+	})
+	evs := c.statusEvents(k)
+	var delays []string
+	for i, ev := range evs {
+		st := ev.GetObject().GetStatus()
+		if st.GetPhase() != "CrashLoopBackoff" || i+1 >= len(evs) {
+			continue
+		}
+		// "back-off 10s restarting failed container (restart 1)"
+		delay := strings.Fields(st.GetMessage())[1]
+		delays = append(delays, delay)
+		d, err := time.ParseDuration(delay)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nextEv := evs[i+1]
+		if nextEv.GetObject().GetStatus().GetPhase() != "Starting" {
+			t.Fatalf("after CrashLoopBackoff came %s", nextEv.GetObject().GetStatus().GetPhase())
+		}
+		// The scaled clock waited the delay, no less.
+		if waited := nextEv.Time.AsTime().Sub(ev.Time.AsTime()); waited < d/scale {
+			t.Fatalf("backoff %s waited %s, less than %s scaled", delay, waited, d/scale)
+		}
+	}
+	if got := strings.Join(delays[:3], " "); got != "10s 20s 40s" {
+		t.Fatalf("delays %v", delays)
+	}
+	ps, _ := pod.PodStatus(c.app.Store().Get(k).GetStatus())
+	if cs := ps.ContainerStatuses[0]; cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 1 {
+		t.Fatalf("last termination %+v", cs)
+	}
+	if logs := c.logs("default", "crash", "main"); strings.Count(logs, "about to fail") < 3 {
+		t.Fatalf("logs of the restarts: %q", logs)
+	}
+}
+
+func TestDeletingAnInfiniteLoopTerminatesIt(t *testing.T) {
+	c := startCluster(t, nil)
+	c.push("workload:v1", workload(t))
+	c.apply(podYAML("spin", "n1", "Always", "workload:v1", "spin"))
+	k := podKey("default", "spin")
+	c.waitPhase(k, "Running")
+	start := time.Now()
+	if _, err := c.client.Delete(context.Background(), api.Key{Kind: "Pod", Namespace: "default", Name: "spin"}); err != nil {
+		t.Fatal(err)
+	}
+	c.wait(k, "gone", 30*time.Second, func(o *schemas.Object) bool { return o == nil })
+	evs := c.statusEvents(k)
+	last := evs[len(evs)-1].GetObject().GetStatus()
+	if last.GetPhase() != "Terminated" {
+		t.Fatalf("last state %s", last.GetPhase())
+	}
+	t.Logf("delete to Terminated and gone: %s", time.Since(start))
+}
+
+func TestMissingImageRunsOncePushed(t *testing.T) {
+	c := startCluster(t, nil)
+	c.apply(podYAML("later", "n1", "Never", "later:v1", "idle"))
+	k := podKey("default", "later")
+	o := c.waitPhase(k, "ImagePullBackoff")
+	if !strings.Contains(o.GetStatus().GetMessage(), "later:v1") || !strings.Contains(o.GetStatus().GetMessage(), "not found") {
+		t.Fatalf("message %q", o.GetStatus().GetMessage())
+	}
+	c.push("later:v1", workload(t))
+	c.waitPhase(k, "Running")
+}
+
+func TestMemoryHogIsStoppedWithAReason(t *testing.T) {
+	c := startCluster(t, nil)
+	c.push("workload:v1", workload(t))
+	c.apply(podYAML("hog", "n1", "Never", "workload:v1", "hog") + `    resources: {limits: {memory: 64Mi}}
+`)
+	k := podKey("default", "hog")
+	o := c.waitPhase(k, "Error")
+	ps, _ := pod.PodStatus(o.GetStatus())
+	term := ps.ContainerStatuses[0].State.Terminated
+	if ps.Reason != "OOMKilled" || term == nil || term.Reason != "OOMKilled" || !strings.Contains(term.Message, "memory limit of 67108864 bytes") {
+		t.Fatalf("status %+v, terminated %+v", ps, term)
+	}
+}
+
+func TestEnvFromAConfigMapAndASecret(t *testing.T) {
+	c := startCluster(t, nil)
+	c.push("workload:v1", workload(t))
+	c.apply(`apiVersion: v1
+kind: Pod
+metadata: {name: env, namespace: default}
+spec:
+  nodeName: n1
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: workload:v1
+    args: [env, GREETING, TOKEN, PLAIN]
+    env:
+    - {name: GREETING, valueFrom: {configMapKeyRef: {name: settings, key: greeting}}}
+    - {name: TOKEN, valueFrom: {secretKeyRef: {name: creds, key: token}}}
+    - {name: PLAIN, value: as-is}
+`)
+	k := podKey("default", "env")
+	o := c.waitPhase(k, "Pending")
+	if !strings.Contains(o.GetStatus().GetMessage(), "ConfigMap/default/settings") {
+		t.Fatalf("waiting message %q", o.GetStatus().GetMessage())
+	}
+	c.apply(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: default}
+data: {greeting: hello-from-configmap}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: creds, namespace: default}
+data: {token: czNjcjN0}
+`)
+	c.waitPhase(k, "Completed")
+	deadline := time.Now().Add(10 * time.Second)
+	want := "GREETING=hello-from-configmap\nTOKEN=s3cr3t\nPLAIN=as-is\n"
+	for c.logs("default", "env", "main") != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("logs %q, want %q", c.logs("default", "env", "main"), want)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

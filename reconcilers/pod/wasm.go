@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -123,12 +124,23 @@ func (p *wasmProc) Kill()                 { p.cancel(); <-p.done }
 // goroutine until the module exits, traps, or ctx ends.
 func (h *wasmHost) start(ctx context.Context, rt wazero.Runtime, mod wazero.CompiledModule, s wasmSpec) *wasmProc {
 	pctx, cancel := context.WithCancel(ctx)
-	p := &wasmProc{cancel: cancel, done: make(chan struct{}), tail: &tailBuffer{max: 2048}}
+	p := &wasmProc{cancel: cancel, done: make(chan struct{}), tail: &tailBuffer{max: 2048, watch: "out of memory"}}
 	cfg := wazero.NewModuleConfig().WithName("").WithArgs(s.args...).
 		WithStdout(s.stdout).WithStderr(io.MultiWriter(s.stderr, p.tail)).
 		// WASI needs clocks and randomness to run a Go program; these are
 		// the host's. Files only through the pod's volumes.
-		WithSysWalltime().WithSysNanotime().WithSysNanosleep().WithRandSource(rand.Reader)
+		WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader).
+		// A module asleep in the host (a Go program whose goroutines all
+		// wait) wakes when it is stopped, so stopping never waits for
+		// its timer.
+		WithNanosleep(func(ns int64) {
+			t := time.NewTimer(time.Duration(ns))
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-pctx.Done():
+			}
+		})
 	for _, kv := range s.env {
 		cfg = cfg.WithEnv(kv[0], kv[1])
 	}
@@ -146,13 +158,14 @@ func (h *wasmHost) start(ctx context.Context, rt wazero.Runtime, mod wazero.Comp
 		if inst != nil {
 			_ = inst.Close(context.Background())
 		}
-		p.exit = exitOf(err, p.tail.lastLine(), s.pages)
+		p.exit = exitOf(err, p.tail, s.pages)
 	}()
 	return p
 }
 
 // exitOf turns how instantiation ended into an Exit.
-func exitOf(err error, lastLine string, pages uint32) Exit {
+func exitOf(err error, tail *tailBuffer, pages uint32) Exit {
+	lastLine, oom := tail.lastLine(), tail.seen()
 	if err == nil {
 		return Exit{}
 	}
@@ -161,8 +174,8 @@ func exitOf(err error, lastLine string, pages uint32) Exit {
 		switch code := ee.ExitCode(); {
 		case code == sys.ExitCodeContextCanceled || code == sys.ExitCodeDeadlineExceeded:
 			return Exit{Code: 137, Reason: "Killed", Message: "stopped through its context"}
-		case code != 0 && pages > 0 && strings.Contains(lastLine, "out of memory"):
-			return Exit{Code: int32(code), Reason: "OOMKilled", Message: fmt.Sprintf("memory limit of %d bytes reached: %s", uint64(pages)*wasmPage, lastLine)}
+		case code != 0 && pages > 0 && oom != "":
+			return Exit{Code: int32(code), Reason: "OOMKilled", Message: fmt.Sprintf("memory limit of %d bytes reached: %s", uint64(pages)*wasmPage, oom)}
 		default:
 			return Exit{Code: int32(code), Message: lastLine}
 		}
@@ -174,27 +187,46 @@ func exitOf(err error, lastLine string, pages uint32) Exit {
 		msg = msg[:i]
 	}
 	reason := "Trap"
-	if strings.Contains(msg, "out of memory") || strings.Contains(msg, "memory") && pages > 0 && strings.Contains(lastLine, "out of memory") {
+	if strings.Contains(msg, "out of memory") || pages > 0 && oom != "" {
 		reason = "OOMKilled"
 	}
 	return Exit{Code: 134, Reason: reason, Message: msg}
 }
 
-// tailBuffer keeps the last max bytes written.
+// tailBuffer keeps the last max bytes written, and the first line that
+// contained watch.
 type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
+	mu    sync.Mutex
+	max   int
+	buf   []byte
+	watch string
+	found string
 }
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.buf = append(t.buf, p...)
+	if t.watch != "" && t.found == "" {
+		if i := bytes.Index(t.buf, []byte(t.watch)); i >= 0 {
+			start := bytes.LastIndexByte(t.buf[:i], '\n') + 1
+			end := bytes.IndexByte(t.buf[i:], '\n')
+			if end < 0 {
+				end = len(t.buf) - i
+			}
+			t.found = string(t.buf[start : i+end])
+		}
+	}
 	if len(t.buf) > t.max {
 		t.buf = append([]byte(nil), t.buf[len(t.buf)-t.max:]...)
 	}
 	return len(p), nil
+}
+
+func (t *tailBuffer) seen() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.found
 }
 
 func (t *tailBuffer) lastLine() string {
