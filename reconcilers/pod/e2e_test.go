@@ -382,3 +382,101 @@ data: {token: czNjcjN0}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestBadInputIsRefusedAndNothingRuns(t *testing.T) {
+	roots := t.TempDir()
+	c := startCluster(t, func(cfg *app.Config) {
+		cfg.Pods.Agent.HostPathRoots = []string{roots}
+		cfg.Pods.Agent.MaxImageBytes = 1 << 20
+	})
+	ctx := context.Background()
+	wl := workload(t)
+	// At apply: fields jetplane would ignore are errors naming them.
+	for _, tt := range []struct{ name, patch, want string }{
+		{"host network", "  hostNetwork: true\n", "spec.hostNetwork: is not supported"},
+		{"privileged", "    securityContext: {privileged: true}\n", "spec.containers[0].securityContext.privileged: is not supported"},
+		{"unknown field", "  flavour: vanilla\n", "spec.flavour: unknown field"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := c.client.Apply(ctx, "bad.yaml", []byte(podYAML("bad", "n1", "Never", "workload:v1", "hello")+tt.patch), "")
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("apply: %v, want %q", err, tt.want)
+			}
+		})
+	}
+	if c.app.Store().Get(podKey("default", "bad")) != nil {
+		t.Fatal("a refused pod was stored")
+	}
+	// At push: empty, not WebAssembly, over the limit.
+	for _, tt := range []struct {
+		name string
+		data []byte
+		max  int64
+		want string
+	}{
+		{"empty", nil, 0, "0 bytes"},
+		{"not wasm", []byte("MZ\x90\x00 a windows program"), 0, "not a WebAssembly module"},
+		{"over the limit", wl, 1 << 20, "over the 1048576-byte limit"},
+	} {
+		if _, err := c.app.Images().Push(ctx, "bad:"+strings.ReplaceAll(tt.name, " ", "-"), strings.NewReader(string(tt.data)), tt.max); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Fatalf("push %s: %v, want %q", tt.name, err, tt.want)
+		}
+	}
+	// In status: what only the node or the runtime can tell.
+	c.push("workload:v1", wl) // over this node's 1 MiB limit
+	c.push("garbage:v1", append([]byte("\x00asm\x01\x00\x00\x00"), []byte("not really a module")...))
+	c.apply(podYAML("nowhere", "n9", "Never", "workload:v1", "hello"))
+	c.apply(podYAML("garbage", "n1", "Never", "garbage:v1"))
+	c.apply(podYAML("toobig", "n1", "Never", "workload:v1", "hello"))
+	c.apply(podYAML("hostpath", "n1", "Never", "workload:v1", "hello") + `    volumeMounts: [{name: etc, mountPath: /etc}]
+  volumes: [{name: etc, hostPath: {path: /etc}}]
+`)
+	for _, tt := range []struct{ pod, phase, want string }{
+		{"nowhere", "Pending", `node "n9" does not exist`},
+		{"garbage", "Error", "container main"},
+		{"toobig", "ImagePullBackoff", "over the node's limit of 1048576"},
+		{"hostpath", "Error", "/etc is outside the node's allowed roots"},
+	} {
+		o := c.waitPhase(podKey("default", tt.pod), tt.phase)
+		if !strings.Contains(o.GetStatus().GetMessage(), tt.want) {
+			t.Fatalf("%s: message %q, want %q", tt.pod, o.GetStatus().GetMessage(), tt.want)
+		}
+		if logs := c.logs("default", tt.pod, "main"); logs != "" {
+			t.Fatalf("%s ran: %q", tt.pod, logs)
+		}
+	}
+}
+
+func TestTwoAgentsRunOnlyTheirOwnPods(t *testing.T) {
+	c := startCluster(t, nil)
+	c.push("workload:v1", workload(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, err := events.OpenNode(ctx, c.app.Log().Conn(), "n2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag, err := pod.NewAgent(pod.AgentConfig{Node: "n2", Conn: conn, Dir: t.TempDir(), CompileCache: compileCache, Clock: pod.ScaledClock(scale), Heartbeat: time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ag.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	c.wait(projections.Key{Kind: "Node", Name: "n2"}, "Ready", 30*time.Second, func(o *schemas.Object) bool { return o.GetStatus().GetPhase() == "Ready" })
+	for i := range 3 {
+		c.apply(podYAML(fmt.Sprintf("a%d", i), "n1", "Never", "workload:v1", "hello"))
+		c.apply(podYAML(fmt.Sprintf("b%d", i), "n2", "Never", "workload:v1", "hello"))
+	}
+	for i := range 3 {
+		for node, name := range map[string]string{"n1": fmt.Sprintf("a%d", i), "n2": fmt.Sprintf("b%d", i)} {
+			k := podKey("default", name)
+			c.waitPhase(k, "Completed")
+			for _, ev := range c.statusEvents(k) {
+				if ev.Actor != "node/"+node {
+					t.Fatalf("%s on %s got a report from %s", name, node, ev.Actor)
+				}
+			}
+		}
+	}
+}
