@@ -188,7 +188,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}, func() float64 { return float64(a.store.Len()) }))
 	if a.api, err = api.New(api.Config{
 		Gate: g, Store: a.store, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters,
-		Tokens: cfg.Tokens, Registerer: reg, Gatherer: reg, Logger: cfg.Logger,
+		Tokens: cfg.Tokens, Registerer: reg, Gatherer: reg, Logger: cfg.Logger, Pods: a.pods,
 	}); err != nil {
 		return nil, err
 	}

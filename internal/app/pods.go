@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers"
 	"github.com/jetplane/jetplane/reconcilers/node"
 	"github.com/jetplane/jetplane/reconcilers/pod"
+	"github.com/jetplane/jetplane/reconcilers/pod/podspec"
 	"github.com/jetplane/jetplane/schemas"
 )
 
@@ -26,6 +29,8 @@ type PodsConfig struct {
 	// NodeGrace and NodeEviction: NotReady after a heartbeat is missing
 	// this long, pods NodeLost after NotReady this long (40 s, 5 min).
 	NodeGrace, NodeEviction time.Duration
+	// MaxImageBytes bounds a pushed module (default 64 MiB).
+	MaxImageBytes int64
 }
 
 // pods is the Pod and Node machinery of an instance.
@@ -34,6 +39,8 @@ type pods struct {
 	status    *pod.StatusService
 	registrar *node.Registrar
 	agent     *pod.Agent // nil without a local agent
+	store     *projections.Store
+	maxImage  int64
 }
 
 // podReconcilers opens the node buckets and builds the Pod and Node
@@ -43,7 +50,10 @@ func (a *App) podReconcilers(ctx context.Context) ([]reconcilers.Reconciler, err
 	if err != nil {
 		return nil, err
 	}
-	a.pods = &pods{nodes: nodes, status: &pod.StatusService{Log: a.log, State: a.store}}
+	a.pods = &pods{nodes: nodes, status: &pod.StatusService{Log: a.log, State: a.store}, store: a.store, maxImage: a.cfg.Pods.MaxImageBytes}
+	if a.pods.maxImage <= 0 {
+		a.pods.maxImage = events.DefaultMaxImageBytes
+	}
 	pr, err := pod.NewReconciler(pod.Config{State: a.store, Work: nodes, Scheduler: a.cfg.Pods.Scheduler})
 	if err != nil {
 		return nil, err
@@ -131,3 +141,38 @@ func (a *App) Images() *events.Images { return a.pods.nodes.Images() }
 
 // NodeStore is the node agents' buckets and the logs stream.
 func (a *App) NodeStore() *events.NodeStore { return a.pods.nodes }
+
+// Images is the image store (api.Pods).
+func (p *pods) Images() *events.Images { return p.nodes.Images() }
+
+// ReadLogs reads pods' logs (api.Pods).
+func (p *pods) ReadLogs(ctx context.Context, q events.LogQuery, fn func(events.LogLine) error) error {
+	return p.nodes.ReadLogs(ctx, q, fn)
+}
+
+// MaxImageBytes bounds a push (api.Pods).
+func (p *pods) MaxImageBytes() int64 { return p.maxImage }
+
+// ImageInUse reports whether a pod names the image or runs its module
+// (api.Pods).
+func (p *pods) ImageInUse(ref, digest string) bool {
+	all, _ := p.store.List(projections.Query{Kind: podspec.KindPod})
+	for _, o := range all {
+		for _, c := range o.GetSpec().GetFields()["containers"].GetListValue().GetValues() {
+			img := c.GetStructValue().GetFields()["image"].GetStringValue()
+			if img == ref || strings.HasSuffix(img, "@"+digest) {
+				return true
+			}
+		}
+		ps, err := pod.PodStatus(o.GetStatus())
+		if err != nil {
+			continue
+		}
+		for _, cs := range ps.ContainerStatuses {
+			if cs.ImageID == digest {
+				return true
+			}
+		}
+	}
+	return false
+}
