@@ -37,7 +37,11 @@ type agentFlags struct {
 
 func (a *agentFlags) register(f *pflag.FlagSet, prefix string) {
 	host, _ := os.Hostname()
-	f.StringVar(&a.name, prefix+"name", strings.ToLower(host), "the node's name (a DNS-1123 subdomain)")
+	name, usage := strings.ToLower(host), "the node's name (a DNS-1123 subdomain)"
+	if prefix != "" {
+		name, usage = "", `the local node's name (default "local" with the embedded NATS server, the host name with --nats-url)`
+	}
+	f.StringVar(&a.name, prefix+"name", name, usage)
 	f.StringVar(&a.dir, prefix+"dir", "", "directory of the node's image and compilation caches and emptyDir volumes")
 	f.StringSliceVar(&a.labels, prefix+"labels", nil, "the Node's labels, KEY=VALUE, comma-separated")
 	f.StringSliceVar(&a.taints, prefix+"taints", nil, "the Node's taints, KEY[=VALUE]:EFFECT, comma-separated")
@@ -111,6 +115,15 @@ func (s *serveNodeFlags) apply(cfg *app.Config) error {
 	cfg.Pods.NodeGrace, cfg.Pods.NodeEviction, cfg.Pods.MaxImageBytes = s.grace, s.eviction, s.maxImagePushBytes
 	if !s.enabled {
 		return nil
+	}
+	if s.agent.name == "" {
+		// One process is a complete install: its node is "local". In a
+		// fleet sharing NATS, each machine's node is named after it.
+		s.agent.name = "local"
+		if cfg.NATS.URLs != "" {
+			host, _ := os.Hostname()
+			s.agent.name = strings.ToLower(host)
+		}
 	}
 	ac, err := s.agent.config()
 	if err != nil {
