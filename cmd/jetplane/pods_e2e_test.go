@@ -104,7 +104,7 @@ func TestPodsWalk(t *testing.T) {
 	}
 
 	// A second node, in its own process.
-	node := exec.Command(bin, "node", "--name", "edge", "--nats-url", fmt.Sprintf("nats://127.0.0.1:%d", natsPort),
+	node := exec.Command(bin, "node", "--name", "edge", "--labels", "zone=b", "--nats-url", fmt.Sprintf("nats://127.0.0.1:%d", natsPort),
 		"--heartbeat", "200ms", "--dir", t.TempDir())
 	var nodeLog bytes.Buffer
 	node.Stdout, node.Stderr = &nodeLog, &nodeLog
@@ -118,6 +118,9 @@ func TestPodsWalk(t *testing.T) {
 		}
 	})
 	waitFor(t, "Node edge Ready", 60*time.Second, func() bool { return phaseOf(t, bin, s, "Node", "edge").Status.Phase == "Ready" })
+	if out := run(t, bin, s, "get", "Node", "edge", "-o", "yaml"); !strings.Contains(out, "zone: b") || !strings.Contains(out, "capacity") {
+		t.Fatalf("Node edge:\n%s", out)
+	}
 	pod, err := os.ReadFile("../../deploy/examples/wasm/pod.yaml")
 	if err != nil {
 		t.Fatal(err)

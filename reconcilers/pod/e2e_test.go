@@ -292,6 +292,30 @@ func TestCrashLoopBacksOff10s20s40s(t *testing.T) {
 	if logs := c.logs("default", "crash", "main"); strings.Count(logs, "about to fail") < 3 {
 		t.Fatalf("logs of the restarts: %q", logs)
 	}
+	// Through the API, as jetplane logs reads them.
+	ctx := context.Background()
+	var prev, since strings.Builder
+	if err := c.client.Logs(ctx, api.LogsOptions{Namespace: "default", Pod: "crash", Previous: true, Tail: -1}, &prev); err != nil || prev.String() != "about to fail\n" {
+		t.Fatalf("--previous: %q, %v", prev.String(), err)
+	}
+	if err := c.client.Logs(ctx, api.LogsOptions{Namespace: "default", Pod: "crash", Since: time.Hour, Tail: -1}, &since); err != nil || since.String() != "about to fail\n" {
+		t.Fatalf("--since 1h: %q, %v", since.String(), err)
+	}
+	// Following, new runs' lines arrive as they are written.
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r, w := io.Pipe()
+	go func() { _ = c.client.Logs(fctx, api.LogsOptions{Namespace: "default", Pod: "crash", Follow: true, Tail: -1}, w); w.Close() }()
+	before := strings.Count(c.logs("default", "crash", "main"), "about to fail")
+	buf := make([]byte, 64<<10)
+	got := ""
+	for strings.Count(got, "about to fail") <= before {
+		n, err := r.Read(buf)
+		if err != nil {
+			t.Fatalf("follow ended after %q: %v", got, err)
+		}
+		got += string(buf[:n])
+	}
 }
 
 func TestDeletingAnInfiniteLoopTerminatesIt(t *testing.T) {

@@ -87,6 +87,9 @@ func Entered(state sm.State[*Run], r *Run) *schemas.Status {
 		switch state.(type) {
 		case Running:
 			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(r.LastStart)}
+			if exited { // the run before this one
+				cs.LastTerminationState.Terminated = term()
+			}
 		case Completed, Error:
 			if exited {
 				cs.State.Terminated = term()
