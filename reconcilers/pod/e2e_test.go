@@ -305,7 +305,10 @@ func TestCrashLoopBacksOff10s20s40s(t *testing.T) {
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r, w := io.Pipe()
-	go func() { _ = c.client.Logs(fctx, api.LogsOptions{Namespace: "default", Pod: "crash", Follow: true, Tail: -1}, w); w.Close() }()
+	go func() {
+		_ = c.client.Logs(fctx, api.LogsOptions{Namespace: "default", Pod: "crash", Follow: true, Tail: -1}, w)
+		w.Close()
+	}()
 	before := strings.Count(c.logs("default", "crash", "main"), "about to fail")
 	buf := make([]byte, 64<<10)
 	got := ""
