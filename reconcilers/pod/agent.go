@@ -287,13 +287,28 @@ func (a *Agent) work(ctx context.Context, ns, name string, data []byte, removed 
 // run drives one pod's machine to its end. pctx ends on deletion; ctx
 // when the agent stops, which silences reports.
 func (a *Agent) run(pctx, ctx context.Context, r *podRunner, w *podspec.Work) {
-	defer close(r.done)
+	// Reports go out in order from their own goroutine: the machine does
+	// not wait for the log between states (a pod reaches Running sooner),
+	// and it waits only when 64 reports are pending.
+	reports := make(chan *schemas.Status, 64)
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for st := range reports {
+			a.report(ctx, w, st)
+		}
+	}()
+	defer func() {
+		close(reports)
+		<-sent
+		close(r.done)
+	}()
 	run := NewRun(&nodeEnv{a: a}, w)
 	sm.Run(pctx, run, Start(), func(s sm.State[*Run]) {
 		if ctx.Err() != nil {
 			return
 		}
-		a.report(ctx, w, Entered(s, run))
+		reports <- Entered(s, run)
 	})
 }
 
