@@ -273,6 +273,10 @@ func (s *NodeStore) ReadLogs(ctx context.Context, q LogQuery, fn func(LogLine) e
 	}
 }
 
+// ErrReportRefused means an instance answered a status report with a
+// refusal (the pod is gone, or not bound to the node).
+var ErrReportRefused = errors.New("refused")
+
 // NodeConn is a node agent's connection: it uses only the names of
 // node.go, for its own node, and never the log.
 type NodeConn struct {
@@ -366,7 +370,7 @@ func (c *NodeConn) ReportStatus(ctx context.Context, data []byte) error {
 		return fmt.Errorf("report status: %w", err)
 	}
 	if msg, ok := bytes.CutPrefix(m.Data, []byte("error: ")); ok {
-		return fmt.Errorf("report status: %s", msg)
+		return fmt.Errorf("report status: %w: %s", ErrReportRefused, msg)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -153,6 +154,9 @@ type podRunner struct {
 	uid    string
 	cancel context.CancelFunc // deletion
 	done   chan struct{}
+	// silent: the pod's work item is gone (the pod finalized); whatever
+	// the machine still enters is not reported.
+	silent atomic.Bool
 }
 
 // NewAgent validates cfg.
@@ -256,6 +260,7 @@ func (a *Agent) work(ctx context.Context, ns, name string, data []byte, removed 
 	cur := a.pods[key]
 	if removed {
 		if cur != nil {
+			cur.silent.Store(true)
 			cur.cancel()
 			delete(a.pods, key)
 		}
@@ -276,11 +281,17 @@ func (a *Agent) work(ctx context.Context, ns, name string, data []byte, removed 
 		cur.cancel()
 	}
 	pctx, cancel := context.WithCancel(ctx)
+	r := &podRunner{uid: w.UID, cancel: cancel, done: make(chan struct{})}
+	a.pods[key] = r
+	if w.Finished {
+		// Ended for good before this agent (re)started: never run again.
+		cancel()
+		close(r.done)
+		return
+	}
 	if w.Deleted {
 		cancel()
 	}
-	r := &podRunner{uid: w.UID, cancel: cancel, done: make(chan struct{})}
-	a.pods[key] = r
 	go a.run(pctx, ctx, r, w)
 }
 
@@ -305,7 +316,7 @@ func (a *Agent) run(pctx, ctx context.Context, r *podRunner, w *podspec.Work) {
 	}()
 	run := NewRun(&nodeEnv{a: a}, w)
 	sm.Run(pctx, run, Start(), func(s sm.State[*Run]) {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || r.silent.Load() {
 			return
 		}
 		reports <- Entered(s, run)
@@ -328,6 +339,11 @@ func (a *Agent) report(ctx context.Context, w *podspec.Work, st *schemas.Status)
 		err = a.cfg.Conn.ReportStatus(rctx, data)
 		cancel()
 		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, events.ErrReportRefused) {
+			// The pod is gone or bound elsewhere: saying it again will not help.
+			a.cfg.Logger.Debug("pod status refused", "pod", w.Namespace+"/"+w.Name, "err", err)
 			return
 		}
 		select {

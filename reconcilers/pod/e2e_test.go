@@ -507,3 +507,51 @@ func TestTwoAgentsRunOnlyTheirOwnPods(t *testing.T) {
 		}
 	}
 }
+
+// startAgent runs an agent for node on c's NATS connection until the
+// returned stop is called.
+func startAgent(t *testing.T, c *cluster, node, dir string) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, err := events.OpenNode(ctx, c.app.Log().Conn(), node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag, err := pod.NewAgent(pod.AgentConfig{Node: node, Conn: conn, Dir: dir, CompileCache: compileCache, Clock: pod.ScaledClock(scale), Heartbeat: time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ag.Start(ctx) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+func TestARestartedAgentDoesNotRunFinishedPodsAgain(t *testing.T) {
+	c := startCluster(t, nil)
+	c.push("workload:v1", workload(t))
+	dir := t.TempDir()
+	stop := startAgent(t, c, "n3", dir)
+	c.apply(podYAML("once", "n3", "Never", "workload:v1", "hello"))
+	c.apply(podYAML("running", "n3", "Never", "workload:v1", "idle"))
+	c.waitPhase(podKey("default", "once"), "Completed")
+	c.waitPhase(podKey("default", "running"), "Running")
+	before := strings.Join(c.phases(podKey("default", "once")), " ")
+	stop()
+	startAgent(t, c, "n3", dir)
+	// The restarted agent reads the node's work in order: once a pod
+	// applied after the restart completes, it has seen the old ones.
+	c.apply(podYAML("after", "n3", "Never", "workload:v1", "hello"))
+	c.waitPhase(podKey("default", "after"), "Completed")
+	if after := strings.Join(c.phases(podKey("default", "once")), " "); after != before {
+		t.Fatalf("the finished pod ran again: %s, before %s", after, before)
+	}
+	// A pod that was running when its agent stopped is started again.
+	c.wait(podKey("default", "running"), "running again", 30*time.Second, func(o *schemas.Object) bool {
+		ph := c.phases(podKey("default", "running"))
+		return o.GetStatus().GetPhase() == "Running" && strings.Count(strings.Join(ph, " "), "Registered(") == 2
+	})
+}

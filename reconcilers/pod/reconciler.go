@@ -138,7 +138,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 	if err := r.resolveEnv(key, obj.GetMetadata().GetNamespace(), spec); err != nil {
 		return pending("CreateContainerConfigError", err.Error()), nil
 	}
-	w := &podspec.Work{Namespace: key.Namespace, Name: key.Name, UID: obj.GetMetadata().GetUid(), Generation: obj.GetMetadata().GetGeneration(), Spec: *spec}
+	w := &podspec.Work{Namespace: key.Namespace, Name: key.Name, UID: obj.GetMetadata().GetUid(), Generation: obj.GetMetadata().GetGeneration(), Spec: *spec,
+		Finished: reported(obj) && finished(obj.GetStatus())}
 	data, err := w.Encode()
 	if err != nil {
 		return reconcilers.Result{}, err
@@ -227,7 +228,9 @@ func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (reconci
 	}
 	node := r.cfg.State.Get(projections.Key{Kind: podspec.KindNode, Name: spec.NodeName})
 	st := obj.GetStatus()
-	if node == nil || node.GetStatus().GetPhase() == NodeNotReady || st.GetPhase() == "Terminated" || st.GetPhase() == PhaseFailed {
+	// Nothing runs for a pod that is gone from a lost node, stopped, or
+	// finished for good: no agent needs to confirm.
+	if node == nil || node.GetStatus().GetPhase() == NodeNotReady || st.GetPhase() == "Terminated" || st.GetPhase() == PhaseFailed || (reported(obj) && finished(st)) {
 		return reconcilers.Result{}, r.cfg.Work.DeleteWork(ctx, spec.NodeName, key.Namespace, key.Name)
 	}
 	w := &podspec.Work{Namespace: key.Namespace, Name: key.Name, UID: obj.GetMetadata().GetUid(), Generation: obj.GetMetadata().GetGeneration(), Spec: *spec, Deleted: true}

@@ -57,6 +57,9 @@ func Entered(state sm.State[*Run], r *Run) *schemas.Status {
 		ps.Phase, msg, ready = corev1.PodRunning, "running", true
 	case Completed:
 		ps.Phase, ps.Reason, msg = corev1.PodSucceeded, "Completed", "every container exited 0"
+		if r.policy() == corev1.RestartPolicyAlways {
+			ps.Phase = corev1.PodRunning // it restarts
+		}
 	case Error:
 		ps.Phase, ps.Reason, msg = corev1.PodFailed, s.Reason, s.Message
 		if !s.Final && r.policy() != corev1.RestartPolicyNever {
@@ -163,4 +166,17 @@ func stamp(st, prev *schemas.Status, now time.Time) {
 			}
 		}
 	}
+}
+
+// finished reports whether a pod's status says it ended for good: the v1
+// phase an agent reported is Succeeded or Failed.
+func finished(st *schemas.Status) bool {
+	if st.GetPhase() == "Terminated" {
+		return false
+	}
+	switch st.GetDetails().GetFields()["phase"].GetStringValue() {
+	case string(corev1.PodSucceeded), string(corev1.PodFailed):
+		return true
+	}
+	return false
 }

@@ -20,6 +20,9 @@ type Work struct {
 	Spec       corev1.PodSpec `json:"spec"`
 	// Deleted asks the agent to stop the pod and report Terminated.
 	Deleted bool `json:"deleted,omitempty"`
+	// Finished says the pod ended for good (its agent reported it
+	// Succeeded or Failed): an agent that restarts does not run it again.
+	Finished bool `json:"finished,omitempty"`
 }
 
 // Encode is the bucket's value.
