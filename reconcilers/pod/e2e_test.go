@@ -53,7 +53,12 @@ func workload(tb testing.TB) []byte {
 			workloadErr = fmt.Errorf("build workload: %v\n%s", err, msg)
 			return
 		}
-		workloadBin, workloadErr = os.ReadFile(out)
+		if workloadBin, workloadErr = os.ReadFile(out); workloadErr != nil {
+			return
+		}
+		start := time.Now()
+		workloadErr = pod.Precompile(context.Background(), compileCache, workloadBin)
+		tb.Logf("workload compiled in %s", time.Since(start))
 	})
 	if workloadErr != nil {
 		tb.Fatal(workloadErr)
