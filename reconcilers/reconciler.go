@@ -46,8 +46,9 @@ type Result struct {
 	Phase      string
 	Message    string
 	Conditions []*schemas.Condition
-	// Details is the kind's own status shape (Status.details), such as a
-	// Node's v1 NodeStatus fields.
+	// Details is the kind's own status shape (for a pod, its v1 PodStatus
+	// fields), recorded as status.details. A run that changes it writes
+	// a status; the runtime keeps no reference to it after the run.
 	Details *structpb.Struct
 	// KeepStatus records nothing: the status in the log stays as it is
 	// (a pod's, which its node agent writes). Errors are still recorded.
