@@ -46,9 +46,29 @@ type pods struct {
 // podReconcilers opens the node buckets and builds the Pod and Node
 // reconcilers.
 func (a *App) podReconcilers(ctx context.Context) ([]reconcilers.Reconciler, error) {
-	nodes, err := a.log.NodeStore(ctx)
-	if err != nil {
-		return nil, err
+	// Like the log itself, the buckets wait for JetStream to place them:
+	// the nodes of a new cluster start one by one.
+	var nodes *events.NodeStore
+	deadline := time.Now().Add(2 * time.Minute)
+	for attempt := 1; ; attempt++ {
+		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		var err error
+		nodes, err = a.log.NodeStore(octx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return nil, err
+		}
+		if attempt == 1 || attempt%10 == 0 {
+			a.cfg.Logger.Info("waiting for JetStream to place the node buckets", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 	a.pods = &pods{nodes: nodes, status: &pod.StatusService{Log: a.log, State: a.store}, store: a.store, maxImage: a.cfg.Pods.MaxImageBytes}
 	if a.pods.maxImage <= 0 {
