@@ -15,6 +15,7 @@ import (
 	"github.com/jetplane/jetplane/reconcilers/node"
 	"github.com/jetplane/jetplane/reconcilers/pod"
 	"github.com/jetplane/jetplane/reconcilers/pod/podspec"
+	"github.com/jetplane/jetplane/scheduler"
 	"github.com/jetplane/jetplane/schemas"
 )
 
@@ -24,7 +25,8 @@ type PodsConfig struct {
 	// (`jetplane serve` sets it unless --node=false). Conn is filled in;
 	// Dir defaults to <data>/node.
 	Agent pod.AgentConfig
-	// Scheduler places unbound pods; nil leaves them Pending.
+	// Scheduler places unbound pods; nil is the built-in one (package
+	// scheduler).
 	Scheduler pod.Scheduler
 	// NodeGrace and NodeEviction: NotReady after a heartbeat is missing
 	// this long, pods NodeLost after NotReady this long (40 s, 5 min).
@@ -39,6 +41,8 @@ type pods struct {
 	status    *pod.StatusService
 	registrar *node.Registrar
 	agent     *pod.Agent // nil without a local agent
+	// sched runs the scheduler's own loop, when it has one.
+	sched interface{ Start(ctx context.Context) error }
 	store     *projections.Store
 	maxImage  int64
 }
@@ -74,7 +78,18 @@ func (a *App) podReconcilers(ctx context.Context) ([]reconcilers.Reconciler, err
 	if a.pods.maxImage <= 0 {
 		a.pods.maxImage = events.DefaultMaxImageBytes
 	}
-	pr, err := pod.NewReconciler(pod.Config{State: a.store, Work: nodes, Scheduler: a.cfg.Pods.Scheduler})
+	sched := a.cfg.Pods.Scheduler
+	if sched == nil {
+		s, err := scheduler.New(scheduler.Options{Log: a.log, State: a.store, Instance: a.cfg.Instance, Logger: a.cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		sched = s
+	}
+	if st, ok := sched.(interface{ Start(ctx context.Context) error }); ok {
+		a.pods.sched = st
+	}
+	pr, err := pod.NewReconciler(pod.Config{State: a.store, Work: nodes, Scheduler: sched})
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +140,7 @@ func (a *App) podServices(g *gate.Gate) error {
 func (a *App) runPods(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
 	n := 2
-	fin := make(chan struct{}, 3)
+	fin := make(chan struct{}, 4)
 	go func() {
 		_ = a.pods.nodes.ServeNodeStatus(ctx, func(node string, data []byte) ([]byte, error) {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -138,6 +153,15 @@ func (a *App) runPods(ctx context.Context) <-chan struct{} {
 		_ = a.pods.registrar.Start(ctx)
 		fin <- struct{}{}
 	}()
+	if a.pods.sched != nil {
+		n++
+		go func() {
+			if err := a.pods.sched.Start(ctx); err != nil && ctx.Err() == nil {
+				a.cfg.Logger.Error("scheduler stopped", "err", err)
+			}
+			fin <- struct{}{}
+		}()
+	}
 	if a.pods.agent != nil {
 		n++
 		go func() {

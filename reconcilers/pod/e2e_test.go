@@ -571,3 +571,14 @@ func TestARestartedAgentDoesNotRunFinishedPodsAgain(t *testing.T) {
 		return o.GetStatus().GetPhase() == "Running" && strings.Count(strings.Join(ph, " "), "Registered(") == 2
 	})
 }
+
+func TestTheSchedulerPlacesAnUnboundPod(t *testing.T) {
+	c := startCluster(t, nil)
+	c.push("workload:v1", workload(t))
+	c.wait(projections.Key{Kind: "Node", Name: "n1"}, "Ready", 30*time.Second, func(o *schemas.Object) bool { return o.GetStatus().GetPhase() == "Ready" })
+	c.apply(strings.Replace(podYAML("free", "", "Never", "workload:v1", "hello"), "  nodeName: \n", "", 1))
+	o := c.waitPhase(podKey("default", "free"), "Completed")
+	if n := o.GetSpec().GetFields()["nodeName"].GetStringValue(); n != "n1" {
+		t.Fatalf("placed on %q", n)
+	}
+}
