@@ -42,9 +42,11 @@ type pods struct {
 	registrar *node.Registrar
 	agent     *pod.Agent // nil without a local agent
 	// sched runs the scheduler's own loop, when it has one.
-	sched interface{ Start(ctx context.Context) error }
-	store     *projections.Store
-	maxImage  int64
+	sched interface {
+		Start(ctx context.Context) error
+	}
+	store    *projections.Store
+	maxImage int64
 }
 
 // podReconcilers opens the node buckets and builds the Pod and Node
@@ -86,7 +88,9 @@ func (a *App) podReconcilers(ctx context.Context) ([]reconcilers.Reconciler, err
 		}
 		sched = s
 	}
-	if st, ok := sched.(interface{ Start(ctx context.Context) error }); ok {
+	if st, ok := sched.(interface {
+		Start(ctx context.Context) error
+	}); ok {
 		a.pods.sched = st
 	}
 	pr, err := pod.NewReconciler(pod.Config{State: a.store, Work: nodes, Scheduler: sched})
