@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -90,14 +91,20 @@ func TestPodsWalk(t *testing.T) {
 	if tail := run(t, bin, s, "logs", "hello", "--tail", "1"); tail != "hello, jetplane (3/3)\n" {
 		t.Fatalf("logs --tail 1: %q", tail)
 	}
-	hist := run(t, bin, s, "history", "Pod/default/hello")
-	last := -1
-	for _, phase := range []string{"Registered", "ImagePull", "Starting", "Running", "Completed"} {
-		i := strings.Index(hist, phase)
-		if i <= last {
-			t.Fatalf("history lacks %s in order:\n%s", phase, hist)
+	hist := run(t, bin, s, "history", "Pod/default/hello", "-o", "json")
+	var phases []string
+	for _, m := range regexp.MustCompile(`"phase":\s*"(\w+)"`).FindAllStringSubmatch(hist, -1) {
+		phases = append(phases, m[1])
+	}
+	want := []string{"Registered", "ImagePull", "Starting", "Running", "Completed"}
+	next := 0
+	for _, p := range phases {
+		if next < len(want) && p == want[next] {
+			next++
 		}
-		last = i
+	}
+	if next != len(want) {
+		t.Fatalf("history lacks %v in order; phases %v", want[next:], phases)
 	}
 	if out, err := runErr(bin, s, "image", "rm", "hello:v1"); err == nil || !strings.Contains(out, "in use") {
 		t.Fatalf("image rm of an image in use: %v\n%s", err, out)
