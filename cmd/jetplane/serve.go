@@ -30,6 +30,7 @@ func newServe() *cobra.Command {
 		clusterAt string
 		logLevel  string
 		logFormat string
+		nodeFlags = &serveNodeFlags{}
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -121,6 +122,9 @@ The Go garbage collector runs at GOGC=200 unless GOGC is set.`,
 					return fmt.Errorf("--nats-cluster-listen: port %q is not a number", port)
 				}
 			}
+			if err := nodeFlags.apply(&cfg); err != nil {
+				return err
+			}
 			a, err := app.New(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -162,6 +166,7 @@ The Go garbage collector runs at GOGC=200 unless GOGC is set.`,
 	f.IntVar(&cfg.APILimits.Watches, "api-watches", 32, "watches one token may hold open (negative: unlimited)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	nodeFlags.register(f)
 	cmd.Flags().SortFlags = false
 	return cmd
 }

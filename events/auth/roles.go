@@ -33,8 +33,6 @@ const (
 	// StateBucket is the key-value bucket of current state that outside
 	// systems watch (one key per object), when an instance maintains it.
 	StateBucket = "JP_STATE"
-	// ImagesBucket is the object store of WASI images node agents pull.
-	ImagesBucket = "JP_IMAGES"
 )
 
 // readStreams are the streams a subscriber may read.
@@ -109,7 +107,7 @@ func InstancePermissions() *server.Permissions {
 func NodePermissions(node string) *server.Permissions {
 	hb := "$KV." + events.NodesBucket + "." + events.NodeHeartbeatKey(node)
 	work := "$KV." + events.NodeWorkBucket + "." + events.NodeWorkFilter(node)
-	nodes, nodeWork, images := "KV_"+events.NodesBucket, "KV_"+events.NodeWorkBucket, "OBJ_"+ImagesBucket
+	nodes, nodeWork, images := "KV_"+events.NodesBucket, "KV_"+events.NodeWorkBucket, "OBJ_"+events.ImagesBucket
 	pub := []string{
 		"$JS.API.INFO",
 		events.NodeSubjects(node),
@@ -129,7 +127,7 @@ func NodePermissions(node string) *server.Permissions {
 		"$JS.API.STREAM.INFO." + images,
 		"$JS.API.DIRECT.GET." + images + ".>",
 		"$JS.API.STREAM.MSG.GET." + images,
-		"$JS.API.CONSUMER.CREATE." + images + ".*.$O." + ImagesBucket + ".C.>",
+		"$JS.API.CONSUMER.CREATE." + images + ".*.$O." + events.ImagesBucket + ".C.>",
 		"$JS.API.CONSUMER.INFO." + images + ".*",
 		"$JS.API.CONSUMER.DELETE." + images + ".*",
 		"$JS.FC." + images + ".>",
