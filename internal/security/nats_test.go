@@ -159,20 +159,14 @@ func TestNodeConfinedToItsOwnNode(t *testing.T) {
 	a := start(t, app.Config{})
 	seed(t, &api.Client{BaseURL: a.URL()})
 	ctx := context.Background()
-	// The buckets an instance keeps for the node agents.
-	ijs, err := jetstream.New(a.Log().Conn())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ijs.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: events.NodesBucket}); err != nil {
-		t.Fatal(err)
-	}
-	work, err := ijs.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: events.NodeWorkBucket})
+	// The buckets an instance keeps for the node agents, with a pod on
+	// each of two nodes.
+	store, err := a.Log().NodeStore(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"n1", "n2"} {
-		if _, err := work.Put(ctx, events.NodeWorkKey(n, "shop", "web-"+n), []byte("pod")); err != nil {
+		if _, err := store.PutWork(ctx, n, "shop", "web-"+n, []byte("pod")); err != nil {
 			t.Fatal(err)
 		}
 	}
