@@ -65,6 +65,7 @@ Connect with the NKey seed in the file and the inbox prefix its comment names:
 			if err != nil {
 				return err
 			}
+			waitLoaded(cmd, s)
 			if out == "" || out == "-" {
 				_, err = cmd.OutOrStdout().Write(data)
 				return err
@@ -113,10 +114,25 @@ Connect with the NKey seed in the file and the inbox prefix its comment names:
 			if err := s.Revoke(args[0]); err != nil {
 				return err
 			}
+			waitLoaded(cmd, s)
 			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s\n", args[0])
 			return nil
 		},
 	}
 	cmd.AddCommand(create, ls, revoke)
 	return cmd
+}
+
+// waitLoaded returns once a running server has loaded the store's change,
+// so that a credential works (or is refused) when the command returns; it
+// gives up after 3 s with a note, as when no server runs on the store.
+func waitLoaded(cmd *cobra.Command, s *auth.Store) {
+	deadline := time.Now().Add(3 * time.Second)
+	for !s.Loaded() {
+		if time.Now().After(deadline) {
+			fmt.Fprintln(cmd.ErrOrStderr(), "note: no running jetplane serve has loaded the change yet; one loads it when it starts or within a second")
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

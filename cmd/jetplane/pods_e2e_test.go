@@ -67,7 +67,8 @@ func TestPodsWalk(t *testing.T) {
 	bin := buildBinary(t)
 	module := buildExample(t)
 	natsPort := freePort(t)
-	s := serve(t, bin, t.TempDir(), "--node=true", "--nats-port", fmt.Sprint(natsPort),
+	data := t.TempDir()
+	s := serve(t, bin, data, "--node=true", "--nats-port", fmt.Sprint(natsPort),
 		"--node-heartbeat", "200ms", "--node-grace", "1s", "--node-eviction", "1s")
 	pushed := run(t, bin, s, "image", "push", module, "hello:v1")
 	if !strings.Contains(pushed, "hello:v1 sha256:") {
@@ -110,9 +111,13 @@ func TestPodsWalk(t *testing.T) {
 		t.Fatalf("image rm of an image in use: %v\n%s", err, out)
 	}
 
-	// A second node, in its own process.
+	// A second node, in its own process, with the node role's credential.
+	creds := filepath.Join(t.TempDir(), "edge.creds")
+	if out, err := exec.Command(bin, "creds", "create", "--data", data, "--role", "node", "edge", "-o", creds).CombinedOutput(); err != nil {
+		t.Fatalf("creds create: %v\n%s", err, out)
+	}
 	node := exec.Command(bin, "node", "--name", "edge", "--labels", "zone=b", "--nats-url", fmt.Sprintf("nats://127.0.0.1:%d", natsPort),
-		"--heartbeat", "200ms", "--dir", t.TempDir())
+		"--nats-creds", creds, "--heartbeat", "200ms", "--dir", t.TempDir())
 	var nodeLog bytes.Buffer
 	node.Stdout, node.Stderr = &nodeLog, &nodeLog
 	if err := node.Start(); err != nil {

@@ -22,6 +22,9 @@ const (
 	InstanceFile = "instance.creds"
 	// UsersFile lists the credentials handed out (public keys only).
 	UsersFile = "users.json"
+	// loadedFile holds the stamp of the users file a running server last
+	// loaded (MarkLoaded), so a writer can wait until its change is live.
+	loadedFile = "users.loaded"
 )
 
 // ErrNotFound is returned for a credential name the store does not hold.
@@ -263,4 +266,26 @@ func validName(name string) error {
 		return fmt.Errorf("name %q: not usable", name)
 	}
 	return nil
+}
+
+// UsersStamp identifies the users file's current contents (modification
+// time and size; "" when it does not exist).
+func (s *Store) UsersStamp() string {
+	fi, err := os.Stat(s.UsersPath())
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprint(fi.ModTime().UnixNano(), fi.Size())
+}
+
+// MarkLoaded records that a running server admits the users of stamp.
+func (s *Store) MarkLoaded(stamp string) error {
+	return os.WriteFile(filepath.Join(s.dir, loadedFile), []byte(stamp), 0o600)
+}
+
+// Loaded reports whether a running server has loaded the users file as
+// it is now (a change made by Create or Revoke is live).
+func (s *Store) Loaded() bool {
+	data, err := os.ReadFile(filepath.Join(s.dir, loadedFile))
+	return err == nil && string(data) == s.UsersStamp()
 }

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -194,6 +193,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
 	// Nothing connects without a credential: no users means no access.
+	loaded := creds.UsersStamp()
 	if opts.Nkeys, err = creds.Users(); err != nil {
 		unlock()
 		return nil, fmt.Errorf("embedded nats: %w", err)
@@ -215,7 +215,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s := &Server{ns: ns, unlock: unlock, creds: creds, opts: opts, stop: make(chan struct{})}
 	s.done.Add(1)
-	go s.watchCreds()
+	go s.watchCreds(loaded)
 	return s, nil
 }
 
@@ -238,16 +238,10 @@ const credsPoll = 500 * time.Millisecond
 // watchCreds reloads the server's users whenever the store's users file
 // changes (`jetplane creds create|revoke` from another process): a new
 // credential works within credsPoll and a revoked one is disconnected.
-func (s *Server) watchCreds() {
+func (s *Server) watchCreds(last string) {
 	defer s.done.Done()
-	stamp := func() string {
-		fi, err := os.Stat(s.creds.UsersPath())
-		if err != nil {
-			return ""
-		}
-		return fmt.Sprint(fi.ModTime().UnixNano(), fi.Size())
-	}
-	last := stamp()
+	stamp := s.creds.UsersStamp
+	_ = s.creds.MarkLoaded(last)
 	t := time.NewTicker(credsPoll)
 	defer t.Stop()
 	for {
@@ -272,6 +266,7 @@ func (s *Server) watchCreds() {
 			continue
 		}
 		s.opts, last = opts, now
+		_ = s.creds.MarkLoaded(now)
 	}
 }
 
