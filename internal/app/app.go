@@ -24,6 +24,7 @@ import (
 	"github.com/jetplane/jetplane/bridge/console"
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/bridge/kube"
+	"github.com/jetplane/jetplane/bridge/seal"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/events/auth"
 	"github.com/jetplane/jetplane/events/embedded"
@@ -107,6 +108,7 @@ type App struct {
 	runtime   *reconcilers.Runtime
 	bridge    *kube.Bridge // nil without clusters
 	listener  net.Listener
+	seal      *seal.Sealer // nil without a key file (secrets.go)
 	pods      *pods
 }
 
@@ -170,6 +172,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
+	if a.seal, err = a.sealer(ctx); err != nil {
+		return nil, err
+	}
 	podRecs, err := a.podReconcilers(ctx)
 	if err != nil {
 		return nil, err
@@ -218,11 +223,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "jetplane_projection_objects", Help: "Objects in current state.",
 	}, func() float64 { return float64(a.store.Len()) }))
-	sealer, err := a.sealer(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if a.api, err = api.New(api.Config{Sealer: sealer, Limits: cfg.APILimits,
+	if a.api, err = api.New(api.Config{Sealer: a.seal, Limits: cfg.APILimits,
 		Gate: g, Store: a.store, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters, NextRun: a.runtime.NextRun,
 		Tokens: cfg.Tokens, Principals: cfg.Principals, Registerer: reg, Gatherer: reg, Logger: cfg.Logger, Pods: a.pods,
 		Reconciler: a.reconcilerOf, Version: a.version(), Console: console.Handler(), Partitions: a.log.PartitionHolders,

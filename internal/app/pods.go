@@ -93,7 +93,7 @@ func (a *App) podReconcilers(ctx context.Context) ([]reconcilers.Reconciler, err
 	}); ok {
 		a.pods.sched = st
 	}
-	pr, err := pod.NewReconciler(pod.Config{State: a.store, Work: nodes, Scheduler: sched})
+	pr, err := pod.NewReconciler(pod.Config{State: clearSecrets{a.store, a.seal}, Work: nodes, Scheduler: sched})
 	if err != nil {
 		return nil, err
 	}

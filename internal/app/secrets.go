@@ -6,9 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/jetplane/jetplane/bridge/seal"
 	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/schemas"
 )
 
 // sealer opens the key file for sealing Secrets; the data key bucket is
@@ -76,4 +79,22 @@ func (l *lazyKeys) Destroy(ctx context.Context, prefix string) (int, error) {
 		return 0, err
 	}
 	return b.Destroy(ctx, prefix)
+}
+
+// clearSecrets is the projection as the pod reconciler reads it: Secrets'
+// values opened, since it hands them to node agents as env (as a kubelet
+// receives them), in the node's own work item and never in the log.
+type clearSecrets struct {
+	store  *projections.Store
+	sealer *seal.Sealer
+}
+
+func (c clearSecrets) Get(k projections.Key) *schemas.Object {
+	o := c.store.Get(k)
+	if o == nil || !seal.Secret(o.GetKind()) {
+		return o
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.sealer.Reveal(ctx, o)
 }
