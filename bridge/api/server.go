@@ -71,6 +71,8 @@ type Config struct {
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
 	Logger     *slog.Logger
+	// Pods serves images and pod logs; nil leaves those routes out.
+	Pods Pods
 }
 
 // Server is the HTTP API. It is an http.Handler.
@@ -118,6 +120,7 @@ func New(cfg Config) (*Server, error) {
 	s.route("GET /v1/watch", s.watch)
 	s.route("GET /v1/clusters", s.clusters)
 	s.routeCLI()
+	s.podRoutes()
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	if cfg.Gatherer != nil {

@@ -70,7 +70,9 @@ type Config struct {
 	// Instance names this process in reconcilers' actors; default host-pid.
 	Instance string
 	// Queue tunes the reconcilers' queues.
-	Queue  queue.Config
+	Queue queue.Config
+	// Pods configures the Pod and Node kinds and the local node agent.
+	Pods   PodsConfig
 	Logger *slog.Logger
 }
 
@@ -86,6 +88,7 @@ type App struct {
 	runtime   *reconcilers.Runtime
 	bridge    *kube.Bridge // nil without clusters
 	listener  net.Listener
+	pods      *pods
 }
 
 // New starts the log and builds every part; Run starts them.
@@ -137,7 +140,11 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
-	recs := cfg.Reconcilers
+	podRecs, err := a.podReconcilers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	recs := append(slices.Clone(cfg.Reconcilers), podRecs...)
 	if len(cfg.Clusters) > 0 {
 		// With clusters, jetplane pushes Apply objects into them.
 		rcs, err := cfg.Clusters.RESTConfigs()
@@ -160,6 +167,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := a.podServices(g); err != nil {
+		return nil, err
+	}
 	var clusters func() []api.Cluster
 	if len(cfg.Clusters) > 0 {
 		if a.bridge, err = kube.New(kube.Config{Clusters: cfg.Clusters, Log: a.log, State: a.store, Logger: cfg.Logger}); err != nil {
@@ -180,7 +190,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}, func() float64 { return float64(a.store.Len()) }))
 	if a.api, err = api.New(api.Config{
 		Gate: g, Store: a.store, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters, NextRun: a.runtime.NextRun,
-		Tokens: cfg.Tokens, Registerer: reg, Gatherer: reg, Logger: cfg.Logger,
+		Tokens: cfg.Tokens, Registerer: reg, Gatherer: reg, Logger: cfg.Logger, Pods: a.pods,
 		Reconciler: a.reconcilerOf, Version: a.version(), Console: console.Handler(), Partitions: a.log.PartitionHolders,
 	}); err != nil {
 		return nil, err
@@ -335,6 +345,7 @@ func (a *App) Run(ctx context.Context) error {
 	defer stopRuntime()
 	rtDone := make(chan error, 1)
 	go func() { rtDone <- a.runtime.Start(rctx) }()
+	podsDone := a.runPods(rctx)
 
 	bctx, stopBridge := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBridge()
@@ -378,6 +389,7 @@ func (a *App) Run(ctx context.Context) error {
 	<-bridgeDone
 	stopRuntime()
 	<-rtDone
+	<-podsDone
 	// Only now: runs in flight read the projection until they end.
 	a.cfg.Logger.Info("stopping the projection")
 	stopProjector()
