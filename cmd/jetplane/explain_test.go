@@ -82,7 +82,7 @@ func TestExplain(t *testing.T) {
 		}
 		last = r.Sequence
 	}
-	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer wcancel()
 	if err := store.WaitFor(wctx, last); err != nil {
 		t.Fatal(err)
