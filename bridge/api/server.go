@@ -48,6 +48,9 @@ type Config struct {
 	// Clusters reports the Kubernetes clusters the bridge watches; nil
 	// when it watches none.
 	Clusters func() []Cluster
+	// Charts keeps charts pushed with `jetplane chart push`; nil refuses
+	// pushes.
+	Charts ChartStore
 	// Tokens maps bearer tokens to user names. Empty disables
 	// authentication: every request acts as "anonymous".
 	Tokens map[string]string
@@ -101,6 +104,7 @@ func New(cfg Config) (*Server, error) {
 	s.route("GET /v1/state", s.state)
 	s.route("GET /v1/watch", s.watch)
 	s.route("GET /v1/clusters", s.clusters)
+	s.route("PUT /v1/charts/{name}/{version}", s.putChart)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	if cfg.Gatherer != nil {

@@ -1,0 +1,72 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jetplane/jetplane/bridge/gate"
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/reconcilers/apply"
+	"github.com/jetplane/jetplane/reconcilers/helmrelease"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// newHelmRelease builds the HelmRelease reconciler. It writes children
+// through the gate, which exists only after the runtime that runs it, so
+// the writer reads a.gate when called. ar is nil without clusters.
+func (a *App) newHelmRelease(charts *events.Charts, ar *apply.Reconciler) (*helmrelease.Reconciler, error) {
+	cfg := helmrelease.Config{
+		State:  a.store,
+		Writer: gateWriter{a},
+		Charts: chartStore{charts},
+		History: func(ctx context.Context, k projections.Key) ([]*schemas.Event, error) {
+			return a.log.History(ctx, k.Proto())
+		},
+		Reconciled: func(kind string) bool { return a.runtime != nil && a.runtime.Handles(kind) },
+		Actor:      actor(a.cfg.Instance),
+	}
+	if ar != nil {
+		cfg.Capabilities = ar.Capabilities
+	}
+	return helmrelease.New(cfg)
+}
+
+type gateWriter struct{ a *App }
+
+func (w gateWriter) Apply(ctx context.Context, actor string, objs []*schemas.Object) (int, error) {
+	out, err := w.a.gate.Apply(ctx, actor, objs, "")
+	n := 0
+	for _, o := range out {
+		if o.Action != gate.Unchanged {
+			n++
+		}
+	}
+	return n, err
+}
+
+func (w gateWriter) Delete(ctx context.Context, actor string, k projections.Key) error {
+	_, err := w.a.gate.Delete(ctx, actor, k, "")
+	if errors.Is(err, gate.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+type chartStore struct{ c *events.Charts }
+
+func (s chartStore) Get(ctx context.Context, name, version string) ([]byte, error) {
+	data, err := s.c.Get(ctx, name, version)
+	if errors.Is(err, events.ErrNotFound) {
+		return nil, fmt.Errorf("%s:%s: %w", name, version, helmrelease.ErrChartNotFound)
+	}
+	return data, err
+}
+
+func actor(instance string) string {
+	if instance == "" {
+		return "reconciler/" + helmrelease.Kind
+	}
+	return "reconciler/" + helmrelease.Kind + "@" + instance
+}
