@@ -320,4 +320,3 @@ func TestHelmReleaseJetplaneObjects(t *testing.T) {
 		return a.Store().Get(releaseKey) == nil && len(objs) == 0
 	})
 }
-
