@@ -222,4 +222,3 @@ func loadChart(path string) (*chart.Chart, error) {
 	}
 	return render.Load(data)
 }
-
