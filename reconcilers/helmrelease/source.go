@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 
@@ -84,6 +85,7 @@ func (r *repository) fetch(ctx context.Context, base, name, version string) ([]b
 		}
 	}
 	if best < 0 {
+		slices.Sort(have)
 		return nil, "", fmt.Errorf("%w: repository %s has no version %s of chart %s (it has %s)", ErrChartNotFound, base, version, name, strings.Join(have, ", "))
 	}
 	cv := versions[best]
