@@ -178,3 +178,39 @@ func TestHelmRepository(t *testing.T) {
 		t.Fatalf("a failed revision changed the running one: mode %q", m)
 	}
 }
+
+// TestHelmReleaseValuesFrom: values come from ConfigMaps and Secrets in
+// order, inline values win, and a change of a values object renders the
+// release again.
+func TestHelmReleaseValuesFrom(t *testing.T) {
+	a, c := startApp(t, app.Config{})
+	if _, err := c.PushChart(t.Context(), "web", "0.1.0", testenv.Chart(t, chartFiles("web", nil))); err != nil {
+		t.Fatal(err)
+	}
+	mode := func() string {
+		cm := a.Store().Get(projections.Key{Kind: "ConfigMap", Namespace: "shop", Name: "web-settings"})
+		return cm.GetSpec().GetFields()["data"].GetStructValue().GetFields()["mode"].GetStringValue()
+	}
+	const rel = "apiVersion: v1\nkind: HelmRelease\nmetadata: {name: web, namespace: apps}\nspec:\n  chart: {name: web, version: 0.1.0}\n  releaseNamespace: shop\n  valuesFrom:\n  - {kind: ConfigMap, name: web-values}\n"
+	applyYAML(t, c, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web-values, namespace: apps}\ndata:\n  values.yaml: 'mode: cm'\n")
+	applyYAML(t, c, rel)
+	waitRelease(t, a, "Ready", isReady)
+	if m := mode(); m != "cm" {
+		t.Fatalf("mode %q, want cm", m)
+	}
+	applyYAML(t, c, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web-values, namespace: apps}\ndata:\n  values.yaml: 'mode: cm2'\n")
+	eventuallyApp(t, "the release follows its ConfigMap", func() bool { return mode() == "cm2" })
+	// "mode: secret", base64.
+	applyYAML(t, c, "apiVersion: v1\nkind: Secret\nmetadata: {name: web-secret, namespace: apps}\ndata:\n  values.yaml: bW9kZTogc2VjcmV0\n")
+	applyYAML(t, c, rel+"  - {kind: Secret, name: web-secret}\n")
+	eventuallyApp(t, "the Secret wins over the ConfigMap", func() bool { return mode() == "secret" })
+	applyYAML(t, c, rel+"  - {kind: Secret, name: web-secret}\n  values: {mode: inline}\n")
+	eventuallyApp(t, "inline values win", func() bool { return mode() == "inline" })
+	applyYAML(t, c, rel+"  - {kind: Secret, name: absent}\n")
+	o := waitRelease(t, a, "a missing values object reported", func(o *schemas.Object) bool { return o.GetStatus().GetPhase() == "Error" })
+	if msg := o.GetStatus().GetMessage(); !strings.Contains(msg, "spec.valuesFrom[1]: Secret apps/absent does not exist") {
+		t.Fatalf("status: %q", msg)
+	}
+	applyYAML(t, c, rel+"  - {kind: Secret, name: absent, optional: true}\n")
+	eventuallyApp(t, "an optional missing object is skipped", func() bool { return mode() == "cm2" })
+}
