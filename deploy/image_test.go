@@ -51,7 +51,7 @@ func TestImage(t *testing.T) {
 		t.Fatalf("index.json: %+v, printed digest %s", index, digest)
 	}
 	var manifest struct {
-		Config struct{ Digest string } `json:"config"`
+		Config struct{ Digest string }   `json:"config"`
 		Layers []struct{ Digest string } `json:"layers"`
 	}
 	readJSON(t, blob(out, digest), &manifest)
