@@ -51,6 +51,8 @@ type Config struct {
 	// Charts keeps charts pushed with `jetplane chart push`; nil refuses
 	// pushes.
 	Charts ChartStore
+	// Backup writes an online backup of the log; nil refuses backups.
+	Backup func(ctx context.Context, w io.Writer) error
 	// Tokens maps bearer tokens to user names. Empty disables
 	// authentication: every request acts as "anonymous".
 	Tokens map[string]string
@@ -105,6 +107,7 @@ func New(cfg Config) (*Server, error) {
 	s.route("GET /v1/watch", s.watch)
 	s.route("GET /v1/clusters", s.clusters)
 	s.route("PUT /v1/charts/{name}/{version}", s.putChart)
+	s.route("GET /v1/backup", s.backup)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	if cfg.Gatherer != nil {

@@ -186,7 +186,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		Name: "jetplane_projection_objects", Help: "Objects in current state.",
 	}, func() float64 { return float64(a.store.Len()) }))
 	if a.api, err = api.New(api.Config{
-		Gate: a.gate, Store: a.store, Charts: charts, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters,
+		Gate: a.gate, Store: a.store, Charts: charts, Backup: a.backup, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters,
 		Tokens: cfg.Tokens, Registerer: reg, Gatherer: reg, Logger: cfg.Logger,
 	}); err != nil {
 		return nil, err
