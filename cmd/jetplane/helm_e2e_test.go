@@ -1,7 +1,9 @@
 package main_test
 
 import (
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -109,5 +111,35 @@ func TestHelmCommands(t *testing.T) {
 	waitFor("revision 3 in the history", []string{"history", "HelmRelease/apps/web"}, `revision 3: chart web 0.1.0; values: .mode "faster" → "fast"`)
 	if out, err := runErr(bin, s, "rollback", "HelmRelease/apps/web", "--to-revision", "9"); err == nil || !strings.Contains(out, "revision 9 is not in the release's history (revisions: [1 2 3])") {
 		t.Fatalf("rollback to a missing revision: %v\n%s", err, out)
+	}
+
+	// Backup while serving, restore into a fresh directory, serve there:
+	// the same history.
+	backup := filepath.Join(t.TempDir(), "jp.backup")
+	run(t, bin, s, "backup", backup)
+	hist := run(t, bin, s, "history", "HelmRelease/apps/web", "-o", "json")
+	s.stop(t)
+	fresh := t.TempDir()
+	if out, err := exec.Command(bin, "restore", backup, "--data", fresh).CombinedOutput(); err != nil || !strings.Contains(string(out), "restored") {
+		t.Fatalf("restore: %v\n%s", err, out)
+	}
+	s2 := serve(t, bin, fresh)
+	// The restarted release runs again (every key is enqueued when an
+	// instance takes its partitions) and may add a status: the restored
+	// history starts with the original, event for event.
+	var before, after struct{ Items []json.RawMessage }
+	if err := json.Unmarshal([]byte(hist), &before); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(run(t, bin, s2, "history", "HelmRelease/apps/web", "-o", "json")), &after); err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Items) < len(before.Items) {
+		t.Fatalf("restored history has %d events, the original %d", len(after.Items), len(before.Items))
+	}
+	for i := range before.Items {
+		if string(before.Items[i]) != string(after.Items[i]) {
+			t.Fatalf("restored event %d:\n%s\nwant\n%s", i, after.Items[i], before.Items[i])
+		}
 	}
 }
