@@ -139,8 +139,10 @@ func BenchmarkHelmRelease(b *testing.B) {
 	})
 
 	b.Run("revision", func(b *testing.B) {
-		k := projections.Key{Kind: helmrelease.Kind, Namespace: "apps", Name: "rev"}
-		apply(b, release("rev", "v0"))
+		n++ // -count runs this again on the same jetplane: a new release each time
+		name := fmt.Sprintf("rev-%d", n)
+		k := projections.Key{Kind: helmrelease.Kind, Namespace: "apps", Name: name}
+		apply(b, release(name, "v0"))
 		waitReady(b, k, 1)
 		group := helmrelease.Group(k)
 		var events, childEvents, changed int
@@ -154,7 +156,7 @@ func BenchmarkHelmRelease(b *testing.B) {
 				versions[projections.ObjectKey(o)] = o.GetMetadata().GetResourceVersion()
 			}
 			gen++
-			apply(b, release("rev", fmt.Sprintf("v%d", gen)))
+			apply(b, release(name, fmt.Sprintf("v%d", gen)))
 			waitReady(b, k, gen)
 			// Count what the change caused, including the writes that
 			// trail Ready (the bridge observing the changed object).

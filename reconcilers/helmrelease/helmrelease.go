@@ -2,6 +2,8 @@ package helmrelease
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -96,9 +98,29 @@ type Reconciler struct {
 	cfg  Config
 	repo *repository
 
-	mu    sync.Mutex
-	refs  map[projections.Key]map[projections.Key]bool // values object → releases reading it
-	diffs map[projections.Key]cachedDiff
+	mu       sync.Mutex
+	refs     map[projections.Key]map[projections.Key]bool // values object → releases reading it
+	diffs    map[projections.Key]cachedDiff
+	caps     map[string]cachedCaps            // by cluster
+	rendered map[projections.Key]cachedRender // the last render of each release
+}
+
+// capsTTL is how long a cluster's capabilities are reused: a release runs
+// on every change of its children, and discovery costs two requests.
+const capsTTL = 30 * time.Second
+
+type cachedCaps struct {
+	at          time.Time
+	version     string
+	apiVersions []string
+}
+
+// cachedRender is a release's last render, reused while its inputs (the
+// archive, the values and the capabilities, hashed) are the same.
+type cachedRender struct {
+	inputs  [32]byte
+	res     *render.Result
+	version string
 }
 
 var _ reconcilers.Watcher = (*Reconciler)(nil)
@@ -117,7 +139,8 @@ func New(cfg Config) (*Reconciler, error) {
 	if cfg.Actor == "" {
 		cfg.Actor = "reconciler/" + Kind
 	}
-	return &Reconciler{cfg: cfg, repo: &repository{client: cfg.HTTPClient}, refs: map[projections.Key]map[projections.Key]bool{}, diffs: map[projections.Key]cachedDiff{}}, nil
+	return &Reconciler{cfg: cfg, repo: &repository{client: cfg.HTTPClient}, refs: map[projections.Key]map[projections.Key]bool{}, diffs: map[projections.Key]cachedDiff{},
+		caps: map[string]cachedCaps{}, rendered: map[projections.Key]cachedRender{}}, nil
 }
 
 // Kinds implements reconcilers.Reconciler.
@@ -212,10 +235,6 @@ func (r *Reconciler) render(ctx context.Context, key projections.Key, spec *Spec
 	if err != nil {
 		return nil, "", err
 	}
-	c, err := render.Load(archive)
-	if err != nil {
-		return nil, "", reconcilers.Terminal(fmt.Errorf("chart %s %s: %w", spec.Chart.Name, version, err))
-	}
 	values, err := r.values(key, spec)
 	if err != nil {
 		return nil, "", err
@@ -228,9 +247,20 @@ func (r *Reconciler) render(ctx context.Context, key projections.Key, spec *Spec
 		if r.cfg.Capabilities == nil {
 			return nil, "", reconcilers.Terminal(&FieldError{"spec.cluster", fmt.Sprintf("%q: jetplane has no Kubernetes clusters configured (serve --clusters)", spec.Cluster)})
 		}
-		if opts.KubeVersion, opts.APIVersions, err = r.cfg.Capabilities(ctx, spec.Cluster); err != nil {
+		if opts.KubeVersion, opts.APIVersions, err = r.capabilities(ctx, spec.Cluster); err != nil {
 			return nil, "", fmt.Errorf("cluster %s: %w", spec.Cluster, err)
 		}
+	}
+	inputs := hashInputs(archive, opts)
+	r.mu.Lock()
+	cached, ok := r.rendered[key]
+	r.mu.Unlock()
+	if ok && cached.inputs == inputs {
+		return cached.res, cached.version, nil
+	}
+	c, err := render.Load(archive)
+	if err != nil {
+		return nil, "", reconcilers.Terminal(fmt.Errorf("chart %s %s: %w", spec.Chart.Name, version, err))
 	}
 	res, err := render.Render(c, opts)
 	var rerr *render.Error
@@ -240,7 +270,40 @@ func (r *Reconciler) render(ctx context.Context, key projections.Key, spec *Spec
 	if err != nil {
 		return nil, "", err
 	}
+	r.mu.Lock()
+	r.rendered[key] = cachedRender{inputs: inputs, res: res, version: version}
+	r.mu.Unlock()
 	return res, version, nil
+}
+
+// capabilities returns cluster's capabilities, asking it at most every
+// capsTTL.
+func (r *Reconciler) capabilities(ctx context.Context, cluster string) (string, []string, error) {
+	r.mu.Lock()
+	c, ok := r.caps[cluster]
+	r.mu.Unlock()
+	if ok && time.Since(c.at) < capsTTL {
+		return c.version, c.apiVersions, nil
+	}
+	v, apis, err := r.cfg.Capabilities(ctx, cluster)
+	if err != nil {
+		return "", nil, err
+	}
+	r.mu.Lock()
+	r.caps[cluster] = cachedCaps{at: time.Now(), version: v, apiVersions: apis}
+	r.mu.Unlock()
+	return v, apis, nil
+}
+
+// hashInputs digests everything a render depends on.
+func hashInputs(archive []byte, opts render.Options) [32]byte {
+	h := sha256.New()
+	h.Write(archive)
+	enc := json.NewEncoder(h)
+	_ = enc.Encode(opts)
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
 }
 
 // fetch returns the packaged chart and its version.
@@ -320,6 +383,7 @@ func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (reconci
 	r.forget(key)
 	r.mu.Lock()
 	delete(r.diffs, key)
+	delete(r.rendered, key)
 	r.mu.Unlock()
 	existing, _ := r.cfg.State.List(projections.Query{Group: Group(key)})
 	var mine []*schemas.Object
