@@ -102,6 +102,13 @@ func TestHelmReleaseBadInput(t *testing.T) {
 	// A good spec again recovers.
 	applyYAML(t, c, spec("web", "0.1.0", "{mode: fast}"))
 	waitRelease(t, a, "Ready again", isReady)
+	// A version not pushed yet is retried: pushing it completes the release.
+	applyYAML(t, c, spec("web", "0.2.0", "{mode: later}"))
+	waitRelease(t, a, "a missing version", func(o *schemas.Object) bool { return o.GetStatus().GetPhase() == "Error" })
+	if _, err := c.PushChart(ctx, "web", "0.2.0", testenv.Chart(t, chartFiles("web", nil))); err != nil {
+		t.Fatal(err)
+	}
+	waitRelease(t, a, "Ready once the version is pushed", isReady)
 }
 
 // TestHelmRepository installs charts from a Helm HTTP repository (an
