@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -55,4 +56,30 @@ func (b *Blobs) Get(ctx context.Context, name string) ([]byte, error) {
 		return nil, fmt.Errorf("get %s: %w", name, err)
 	}
 	return data, nil
+}
+
+// List returns the names of the bucket's blobs that start with prefix.
+func (b *Blobs) List(ctx context.Context, prefix string) ([]string, error) {
+	infos, err := b.os.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list blobs: %w", err)
+	}
+	var names []string
+	for _, info := range infos {
+		if strings.HasPrefix(info.Name, prefix) {
+			names = append(names, info.Name)
+		}
+	}
+	return names, nil
+}
+
+// Delete removes the blob stored under name; a missing one is no error.
+func (b *Blobs) Delete(ctx context.Context, name string) error {
+	if err := b.os.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return fmt.Errorf("delete %s: %w", name, err)
+	}
+	return nil
 }

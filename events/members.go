@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetplane/jetplane/internal/retry"
 )
 
 // MembersBucket is the key-value bucket of live instances and of partition
@@ -350,23 +352,13 @@ func (m *Members) Claim(ctx context.Context, p int) error {
 		delete(m.claiming, p)
 		m.mu.Unlock()
 	}()
-	for {
-		err := m.tryClaim(ctx, p, key)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			m.abandon(p)
-			return ctx.Err()
-		}
-		// Held by a live instance, or lost a race: look again soon.
-		select {
-		case <-ctx.Done():
-			m.abandon(p)
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+	// Held by a live instance, or lost a race: look again soon.
+	err := retry.Do(ctx, retry.Constant(100*time.Millisecond), nil, func(int) error { return m.tryClaim(ctx, p, key) })
+	if err != nil {
+		m.abandon(p)
+		return ctx.Err()
 	}
+	return nil
 }
 
 // errHeld says a claim is held by a live instance.
@@ -453,11 +445,12 @@ func (m *Members) Holder(ctx context.Context, p int) (string, error) {
 }
 
 // Release gives partition p up, unless another instance has taken it
-// meanwhile.
+// meanwhile. The claim is forgotten only once the delete succeeded (or
+// found the claim taken): after a failure, calling Release again retries
+// it, and until then the claim counts as held here.
 func (m *Members) Release(ctx context.Context, p int) error {
 	m.mu.Lock()
 	rev, ok := m.claims[p]
-	delete(m.claims, p)
 	m.mu.Unlock()
 	if !ok {
 		return nil
@@ -466,6 +459,11 @@ func (m *Members) Release(ctx context.Context, p int) error {
 	if err != nil && !isWrongRevision(err) {
 		return fmt.Errorf("members: release partition %d: %w", p, err)
 	}
+	m.mu.Lock()
+	if m.claims[p] == rev {
+		delete(m.claims, p)
+	}
+	m.mu.Unlock()
 	return nil
 }
 

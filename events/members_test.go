@@ -87,3 +87,34 @@ func TestMembersAndClaims(t *testing.T) {
 		t.Fatalf("holder of 5 after a stale release = %q", h)
 	}
 }
+
+// A release whose delete fails keeps the claim, so that trying again
+// removes it: forgetting it first would leave the partition claimed by an
+// instance that no longer runs it, for as long as that instance lives.
+func TestFailedReleaseIsRetried(t *testing.T) {
+	l := testenv.Log(t, events.Config{})
+	ctx := context.Background()
+	a, err := l.Join(ctx, "a", events.MemberOptions{Heartbeat: 100 * time.Millisecond, Expiry: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Claim(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	events.Halt(a) // a fault in the bucket's answers, not a's death: a's view still counts itself live
+	down := errors.New("injected: no responders")
+	events.FailDeletes(a, down)
+	if err := a.Release(ctx, 2); !errors.Is(err, down) {
+		t.Fatalf("release while the bucket fails = %v, want the failure", err)
+	}
+	if h, _ := a.Holder(ctx, 2); h != "a" {
+		t.Fatalf("holder after a failed release = %q, want a", h)
+	}
+	events.FailDeletes(a, nil)
+	if err := a.Release(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := a.Holder(ctx, 2); h != "" {
+		t.Fatalf("holder after the release was retried = %q, want none", h)
+	}
+}

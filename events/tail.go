@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+
+	"github.com/jetplane/jetplane/internal/retry"
 )
 
 // tail follows a stream in order with an ephemeral consumer, and goes on
@@ -144,10 +146,8 @@ func (t *tail) Next() (jetstream.Msg, *jetstream.MsgMetadata, error) {
 		}
 		t.close()
 		// A pause, so that a read failing at once does not spin.
-		select {
-		case <-t.ctx.Done():
+		if !retry.Sleep(t.ctx, 50*time.Millisecond) {
 			return nil, nil, t.ctx.Err()
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
@@ -160,24 +160,16 @@ func (t *tail) Next() (jetstream.Msg, *jetstream.MsgMetadata, error) {
 // creation, where they are returned: a missing stream or a bad filter.
 func (t *tail) retry(first bool) error {
 	bound := t.attempt
-	for {
+	return retry.Do(t.ctx, retry.Constant(100*time.Millisecond), nil, func(int) error {
 		err := t.open(bound)
-		if err == nil {
+		switch {
+		case err == nil:
 			return nil
-		}
-		if t.ctx.Err() != nil {
-			return t.ctx.Err()
-		}
-		timedOut := errors.Is(err, context.DeadlineExceeded)
-		if timedOut {
+		case errors.Is(err, context.DeadlineExceeded):
 			bound = min(2*bound, 4*t.attempt)
-		} else if first || errors.Is(err, jetstream.ErrStreamNotFound) {
-			return err
+		case first || errors.Is(err, jetstream.ErrStreamNotFound):
+			return retry.Permanent(err)
 		}
-		select {
-		case <-t.ctx.Done():
-			return t.ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return err
+	})
 }

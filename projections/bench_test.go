@@ -92,6 +92,23 @@ func BenchmarkReplay(b *testing.B) {
 		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 		b.ReportMetric(0, "ns/op")
 	})
+	// Log.Scan alone, nothing decoded, with 1, 2 and 4 ranges read at
+	// once: what reading in parallel gains on this machine.
+	for _, par := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("raw-scan-parallel-%d", par), func(b *testing.B) {
+			for range b.N {
+				got := 0
+				if err := l.Scan(ctx, events.ScanOptions{Parallel: par}, func(c []events.Message, _ any) error { got += len(c); return nil }); err != nil {
+					b.Fatal(err)
+				}
+				if got != n {
+					b.Fatalf("read %d of %d events", got, n)
+				}
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
 	b.Run("as-of", func(b *testing.B) {
 		for range b.N {
 			st, err := projections.StateAt(ctx, l, nil, last)

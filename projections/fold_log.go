@@ -14,6 +14,38 @@ const foldBatch = 256
 // errDone ends a fold once it reached its last sequence.
 var errDone = errors.New("fold done")
 
+// scanLog folds the events from..to, read by Log.Scan: ranges of the log
+// are read and decoded in parallel (decoding on the range readers'
+// goroutines) and apply runs on the caller's goroutine in log order.
+func scanLog(ctx context.Context, log Log, from, to uint64, parallel int, apply func(*schemas.EventRecord) error, skip func(events.Message, error)) error {
+	err := log.Scan(ctx, events.ScanOptions{From: from, To: to, Parallel: parallel, Prepare: func(msgs []events.Message) any {
+		recs := make([]*schemas.EventRecord, len(msgs))
+		for i, m := range msgs {
+			rec, err := m.Record()
+			if err != nil {
+				skip(m, err)
+				continue
+			}
+			recs[i] = rec
+		}
+		return recs
+	}}, func(_ []events.Message, prepared any) error {
+		for _, rec := range prepared.([]*schemas.EventRecord) {
+			if rec == nil {
+				continue
+			}
+			if err := apply(rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, errDone) {
+		return nil
+	}
+	return err
+}
+
 // foldLog reads the log with opts and hands every event, decoded as a
 // record, to apply in log order. Decoding runs on its own goroutine, in
 // parallel with apply (on the caller's goroutine) and with the log's pull

@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync/atomic"
 	"time"
-
-	"google.golang.org/protobuf/proto"
 
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/schemas"
@@ -17,6 +16,7 @@ import (
 // Log is what a projection reads.
 type Log interface {
 	Read(ctx context.Context, opts events.ReadOptions, fn events.Handler) error
+	Scan(ctx context.Context, opts events.ScanOptions, fn func(chunk []events.Message, prepared any) error) error
 	LastSequence(ctx context.Context) (uint64, error)
 }
 
@@ -24,6 +24,8 @@ type Log interface {
 type Blobs interface {
 	Put(ctx context.Context, name string, data []byte) error
 	Get(ctx context.Context, name string) ([]byte, error)
+	List(ctx context.Context, prefix string) ([]string, error)
+	Delete(ctx context.Context, name string) error
 }
 
 var (
@@ -31,7 +33,7 @@ var (
 	_ Blobs = (*events.Blobs)(nil)
 )
 
-// SnapshotName is the blob name of the latest snapshot.
+// SnapshotName starts the blob names of snapshots (see snapshots.go).
 const SnapshotName = "state"
 
 // ProjectorConfig configures a Projector.
@@ -44,7 +46,10 @@ type ProjectorConfig struct {
 	SnapshotEvery uint64
 	// ...or this much time with at least one new event (default 5 min).
 	SnapshotInterval time.Duration
-	Logger           *slog.Logger
+	// SnapshotsKept is how many snapshots are kept, spread over the log,
+	// for queries as of a past point (default 32).
+	SnapshotsKept int
+	Logger        *slog.Logger
 }
 
 func (c *ProjectorConfig) validate() error {
@@ -53,6 +58,9 @@ func (c *ProjectorConfig) validate() error {
 	}
 	if c.SnapshotEvery == 0 {
 		c.SnapshotEvery = 50000
+	}
+	if c.SnapshotsKept <= 0 {
+		c.SnapshotsKept = 32
 	}
 	if c.SnapshotInterval == 0 {
 		c.SnapshotInterval = 5 * time.Minute
@@ -109,7 +117,7 @@ func (p *Projector) Start(ctx context.Context) error {
 	skip := func(m events.Message, err error) {
 		cfg.Logger.Warn("skipping undecodable event", "sequence", m.Sequence, "err", err)
 	}
-	err = foldLog(ctx, cfg.Log, events.ReadOptions{From: from + 1, Follow: true}, func(ev *schemas.EventRecord) error {
+	apply := func(ev *schemas.EventRecord) error {
 		cfg.Store.Apply(ev)
 		if !p.ready.Load() && ev.Sequence >= head {
 			p.caughtUp(began, head)
@@ -128,8 +136,19 @@ func (p *Projector) Start(ctx context.Context) error {
 			lastSnap, lastSnapAt = ev.Sequence, time.Now()
 		}
 		return nil
-	}, skip)
-	return err
+	}
+	// The catch-up is a bounded read: ranges of it are read and decoded in
+	// parallel. Then the projector follows the log from the head it saw.
+	if from < head {
+		if err := scanLog(ctx, cfg.Log, from+1, head, 0, apply, skip); err != nil {
+			return err
+		}
+		from = head
+	}
+	if !p.ready.Load() {
+		p.caughtUp(began, head)
+	}
+	return foldLog(ctx, cfg.Log, events.ReadOptions{From: from + 1, Follow: true}, apply, skip)
 }
 
 func (p *Projector) caughtUp(began time.Time, head uint64) {
@@ -156,32 +175,20 @@ func (p *Projector) restore(ctx context.Context) error {
 	return nil
 }
 
-// SaveSnapshot writes the store's current state as the latest snapshot.
+// SaveSnapshot adds the store's current state to the snapshot series.
 func (p *Projector) SaveSnapshot(ctx context.Context) error {
 	snap := p.cfg.Store.Snapshot()
 	snap.Time = nowProto()
-	data, err := proto.Marshal(snap)
-	if err != nil {
-		return fmt.Errorf("encode snapshot: %w", err)
-	}
-	return p.cfg.Blobs.Put(ctx, SnapshotName, data)
+	return saveSnapshot(ctx, p.cfg.Blobs, snap, p.cfg.SnapshotsKept)
 }
 
-// LoadSnapshot reads the latest snapshot (events.ErrNotFound if none).
+// LoadSnapshot reads the newest snapshot (events.ErrNotFound if none).
 func LoadSnapshot(ctx context.Context, b Blobs) (*schemas.Snapshot, error) {
-	data, err := b.Get(ctx, SnapshotName)
-	if err != nil {
-		return nil, err
-	}
-	snap := new(schemas.Snapshot)
-	if err := proto.Unmarshal(data, snap); err != nil {
-		return nil, fmt.Errorf("decode snapshot: %w", err)
-	}
-	return snap, nil
+	return loadSnapshotAt(ctx, b, math.MaxUint64)
 }
 
-// StateAt rebuilds the state as of log sequence seq: the latest snapshot
-// when it is not past seq, then the log up to seq. It reads but never
+// StateAt rebuilds the state as of log sequence seq: the newest snapshot
+// at or before seq, then the log from there up to seq. It reads but never
 // changes the live store.
 func StateAt(ctx context.Context, log Log, blobs Blobs, seq uint64) (*Store, error) {
 	// The rebuilt store answers one query; building indexes for it would
@@ -189,21 +196,15 @@ func StateAt(ctx context.Context, log Log, blobs Blobs, seq uint64) (*Store, err
 	st := NewStore(StoreOptions{WatchWindow: 1})
 	st.BeginBulk()
 	if blobs != nil {
-		if snap, err := LoadSnapshot(ctx, blobs); err == nil && snap.Sequence <= seq {
+		if snap, err := loadSnapshotAt(ctx, blobs, seq); err == nil {
 			st.Restore(snap)
 		}
 	}
 	if st.Seq() >= seq {
 		return st, nil
 	}
-	err := foldLog(ctx, log, events.ReadOptions{From: st.Seq() + 1}, func(ev *schemas.EventRecord) error {
-		if ev.Sequence > seq {
-			return errDone
-		}
+	err := scanLog(ctx, log, st.Seq()+1, seq, 0, func(ev *schemas.EventRecord) error {
 		st.Apply(ev)
-		if ev.Sequence == seq {
-			return errDone
-		}
 		return nil
 	}, func(events.Message, error) {})
 	if err != nil {

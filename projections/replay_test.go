@@ -70,7 +70,9 @@ func appendAll(t *testing.T, l *events.Log, evs []*schemas.Event) uint64 {
 
 func startProjector(t *testing.T, cfg projections.ProjectorConfig) {
 	t.Helper()
-	cfg.Logger = slog.New(slog.DiscardHandler)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	p, err := projections.NewProjector(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/reconcilers/queue"
 )
 
@@ -39,7 +38,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) observe(kind string, o queue.Outcome, took time.Duration, covered []events.Delivery) {
+func (m *Metrics) observe(kind string, o queue.Outcome, took time.Duration, covered []delivered) {
 	m.runs.WithLabelValues(kind).Inc()
 	m.duration.WithLabelValues(kind).Observe(took.Seconds())
 	switch o {
@@ -50,9 +49,13 @@ func (m *Metrics) observe(kind string, o queue.Outcome, took time.Duration, cove
 		m.errors.WithLabelValues(kind).Inc()
 	}
 	now := time.Now()
+	if len(covered) == 0 {
+		return
+	}
+	latency := m.latency.WithLabelValues(kind)
 	for _, d := range covered {
-		if ev, err := d.Record(); err == nil && ev.Time != nil {
-			m.latency.WithLabelValues(kind).Observe(now.Sub(ev.Time.AsTime()).Seconds())
+		if !d.at.IsZero() {
+			latency.Observe(now.Sub(d.at).Seconds())
 		}
 	}
 }

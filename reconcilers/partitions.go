@@ -2,6 +2,7 @@ package reconcilers
 
 import (
 	"context"
+	"errors"
 	"hash/fnv"
 	"slices"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/internal/retry"
 	"github.com/jetplane/jetplane/projections"
 )
 
@@ -25,10 +27,19 @@ type partitions struct {
 	rt *Runtime
 	n  int
 
+	// runCtx is the runtime's context for runs (it outlives the runtime's
+	// own by the grace period); set before the first partition is taken.
+	runCtx context.Context
+
 	mu      sync.Mutex
 	on      map[int]bool
 	running map[int]int
 	idle    *sync.Cond // signalled when a partition's running count drops
+	// runs are the partitions' run contexts: cancelled once a partition
+	// has been giving up for the grace period, so that a stuck run does
+	// not hold the partition here for ever.
+	runs map[int]context.Context
+	stop map[int]context.CancelFunc
 
 	resync chan struct{}
 }
@@ -37,7 +48,8 @@ func newPartitions(rt *Runtime, n int) *partitions {
 	if n < 1 {
 		n = 1
 	}
-	ps := &partitions{rt: rt, n: n, on: map[int]bool{}, running: map[int]int{}, resync: make(chan struct{}, 1)}
+	ps := &partitions{rt: rt, n: n, on: map[int]bool{}, running: map[int]int{}, resync: make(chan struct{}, 1),
+		runCtx: context.Background(), runs: map[int]context.Context{}, stop: map[int]context.CancelFunc{}}
 	ps.idle = sync.NewCond(&ps.mu)
 	return ps
 }
@@ -51,15 +63,16 @@ func (ps *partitions) active(p int) bool {
 	return ps.on[p]
 }
 
-// begin starts a run in partition p, if p is active here.
-func (ps *partitions) begin(p int) bool {
+// begin starts a run in partition p, if p is active here, and returns
+// the context the run must honour.
+func (ps *partitions) begin(p int) (context.Context, bool) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if !ps.on[p] {
-		return false
+		return nil, false
 	}
 	ps.running[p]++
-	return true
+	return ps.runs[p], true
 }
 
 func (ps *partitions) end(p int) {
@@ -141,7 +154,7 @@ type holding struct {
 
 // balance keeps this instance holding the partitions Assign gives it, as
 // instances come and go, until ctx ends; then it gives every partition up.
-func (ps *partitions) balance(ctx context.Context, members *events.Members) {
+func (ps *partitions) balance(ctx context.Context, members Members) {
 	held := map[int]*holding{}
 	finished := make(chan int, ps.n)
 	defer func() {
@@ -196,7 +209,7 @@ func (ps *partitions) balance(ctx context.Context, members *events.Members) {
 
 // hold claims partition p, runs it until ctx ends, then gives it up.
 // stopping ends when the whole runtime stops.
-func (ps *partitions) hold(stopping, ctx context.Context, p int, members *events.Members) {
+func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members) {
 	rt := ps.rt
 	log := rt.cfg.Logger.With("partition", p)
 	asked := time.Now()
@@ -205,31 +218,34 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members *events
 	}
 	ps.mu.Lock()
 	ps.on[p] = true
+	ps.runs[p], ps.stop[p] = context.WithCancel(ps.runCtx)
 	ps.mu.Unlock()
 	keys := ps.enqueue(p)
 	log.Info("partition taken", "keys", keys, "waited", time.Since(asked).Round(time.Millisecond))
 	consumer := rt.cfg.Consumer + "-" + strconv.Itoa(p)
-	for failures := 0; ctx.Err() == nil; {
+	// A read that fails (NATS electing a leader, a consumer lost) is
+	// read again soon, for as long as p is held; while an election lasts
+	// every attempt fails: say so at the first and then every tenth. A
+	// read that ran for a minute before failing starts the count again.
+	failures := 0
+	_ = retry.Do(ctx, retry.Constant(250*time.Millisecond), func(_ int, err error, _ time.Duration) {
+		if failures++; retry.Often(failures) {
+			log.Warn("partition consumer stopped; reading it again", "err", err, "attempts", failures)
+		}
+	}, func(int) error {
 		began := time.Now()
 		err := rt.cfg.Log.Consume(ctx, events.ConsumerOptions{
 			Name: consumer, Filter: events.PartitionFilter(p),
 			PriorityGroup: priorityGroup, PinnedTTL: rt.cfg.PinnedTTL,
 		}, rt.trigger)
-		if ctx.Err() == nil {
-			// While NATS elects a leader every attempt fails: say so at
-			// the first and then every tenth.
-			if time.Since(began) > time.Minute {
-				failures = 0
-			}
-			if failures++; failures == 1 || failures%10 == 0 {
-				log.Warn("partition consumer stopped; reading it again", "err", err, "attempts", failures)
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(250 * time.Millisecond):
-			}
+		if time.Since(began) > time.Minute {
+			failures = 0
 		}
-	}
+		if err == nil {
+			err = errors.New("read ended")
+		}
+		return err
+	})
 	ps.giveUp(stopping, p, consumer, members, log)
 }
 
@@ -237,7 +253,7 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members *events
 // lets the next holder in: it unpins p's consumer and releases the claim.
 // Deliveries of p not yet covered by a run are acknowledged: the next
 // holder runs every key of p anyway.
-func (ps *partitions) giveUp(stopping context.Context, p int, consumer string, members *events.Members, log interface {
+func (ps *partitions) giveUp(stopping context.Context, p int, consumer string, members Members, log interface {
 	Info(string, ...any)
 	Warn(string, ...any)
 }) {
@@ -245,11 +261,21 @@ func (ps *partitions) giveUp(stopping context.Context, p int, consumer string, m
 	started := time.Now()
 	ps.mu.Lock()
 	ps.on[p] = false
+	cancelRuns := ps.stop[p]
+	// Runs get the grace period to end; then their context is cancelled,
+	// and a run stuck in a call that honours it ends.
+	overdue := time.AfterFunc(rt.cfg.Grace, func() {
+		log.Warn("runs in flight outlived the grace period; cancelling them", "grace", rt.cfg.Grace)
+		cancelRuns()
+	})
 	for ps.running[p] > 0 {
-		// Runs end within the grace period: they are cancelled after it.
 		ps.idle.Wait()
 	}
+	delete(ps.runs, p)
+	delete(ps.stop, p)
 	ps.mu.Unlock()
+	overdue.Stop()
+	cancelRuns()
 	for _, c := range rt.byKind {
 		c.dropPartition(p)
 	}
@@ -259,23 +285,29 @@ func (ps *partitions) giveUp(stopping context.Context, p int, consumer string, m
 	}
 	cancel()
 	// The next holder waits for the release as long as this instance
-	// lives: keep trying (the cluster may be electing a leader), except
-	// when stopping, where leaving the members bucket frees the claim too.
-	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := members.Release(ctx, p)
-		cancel()
-		if err == nil {
-			break
+	// lives: keep trying (the cluster may be electing a leader). Once the
+	// runtime stops, leaving the members bucket frees the claim too, so
+	// the tries end half a grace period after the stop (or after giving
+	// up began, if later); every pause and attempt ends with them.
+	tries, stopTrying := context.WithCancel(context.Background())
+	defer stopTrying()
+	unwatch := context.AfterFunc(stopping, func() {
+		// At least a second, so that one attempt is made.
+		time.AfterFunc(max(rt.cfg.Grace/2-time.Since(started), time.Second), stopTrying)
+	})
+	defer unwatch()
+	err := retry.Do(tries, retry.Constant(500*time.Millisecond), func(attempt int, err error, _ time.Duration) {
+		if retry.Often(attempt) {
+			log.Warn("releasing the partition failed; retrying", "err", err, "attempts", attempt)
 		}
-		if stopping.Err() != nil && time.Since(started) > rt.cfg.Grace/2 {
-			log.Warn("releasing the partition failed; it moves when this instance leaves or expires", "err", err)
-			return
-		}
-		if attempt == 1 || attempt%10 == 0 {
-			log.Warn("releasing the partition failed; retrying", "err", err)
-		}
-		time.Sleep(500 * time.Millisecond)
+	}, func(int) error {
+		ctx, cancel := context.WithTimeout(tries, 10*time.Second)
+		defer cancel()
+		return members.Release(ctx, p)
+	})
+	if err != nil {
+		log.Warn("releasing the partition failed; it moves when this instance leaves or expires", "err", err)
+		return
 	}
 	log.Info("partition released", "waited", time.Since(started).Round(time.Millisecond))
 }

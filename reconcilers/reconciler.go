@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
 )
@@ -44,6 +46,10 @@ type Result struct {
 	Phase      string
 	Message    string
 	Conditions []*schemas.Condition
+	// Details is the kind's own status shape (for a pod, its v1 PodStatus
+	// fields), recorded as status.details. A run that changes it writes
+	// a status; the runtime keeps no reference to it after the run.
+	Details *structpb.Struct
 }
 
 // Funcs adapts functions to a Reconciler, for one-off reconcilers. A nil

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/internal/retry"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers/queue"
 	"github.com/jetplane/jetplane/schemas"
@@ -22,11 +23,37 @@ import (
 type Log interface {
 	Consume(ctx context.Context, opts events.ConsumerOptions, fn func(events.Delivery)) error
 	Append(ctx context.Context, e events.Entry) (events.Result, error)
+	AppendBatch(ctx context.Context, entries []events.Entry) ([]events.Result, error)
+	AppendAsync(ctx context.Context, entries []events.Entry) ([]events.Result, []error)
 	LastSequence(ctx context.Context) (uint64, error)
 	Partitions() int
-	Join(ctx context.Context, instance string, opts events.MemberOptions) (*events.Members, error)
 	Unpin(ctx context.Context, consumer, group string) error
 }
+
+// Members is this instance's membership among the instances sharing the
+// log: who is live, and the claims that make a partition's holder
+// exclusive. events.Members is the implementation;
+// reconcilers/memberfake is an in-memory one for tests.
+type Members interface {
+	// Self is this instance's name.
+	Self() string
+	// Live returns the live instances, sorted (Self among them), and a
+	// channel closed when that set next changes.
+	Live() ([]string, <-chan struct{})
+	// Claim makes this instance p's holder, waiting while another live
+	// instance holds it; it fails only when ctx ends.
+	Claim(ctx context.Context, p int) error
+	// Release gives p up; after a failure the claim is still held, and
+	// calling Release again retries.
+	Release(ctx context.Context, p int) error
+	// Leave withdraws this instance; release partitions first.
+	Leave(ctx context.Context) error
+}
+
+// JoinFunc announces instance to the others and returns its membership.
+type JoinFunc func(ctx context.Context, instance string, opts events.MemberOptions) (Members, error)
+
+var _ Members = (*events.Members)(nil)
 
 // State is the projection runs read.
 type State interface {
@@ -44,7 +71,10 @@ var (
 
 // Config configures a Runtime.
 type Config struct {
-	Log         Log
+	Log Log
+	// Join joins the instances sharing the log; default: the log's own
+	// Join (events.Log.Join) when Log has one.
+	Join        JoinFunc
 	State       State
 	Reconcilers []Reconciler
 	// Instance names this process in actors ("reconciler/<kind>@<instance>");
@@ -75,6 +105,7 @@ type Config struct {
 // event only once the run that covers it has finished.
 type Runtime struct {
 	cfg      Config
+	commit   *committer
 	byKind   map[string]*controller
 	parts    *partitions
 	watchers []Watcher
@@ -84,6 +115,21 @@ type Runtime struct {
 func New(cfg Config) (*Runtime, error) {
 	if cfg.Log == nil || cfg.State == nil {
 		return nil, errors.New("reconcilers: log and state are required")
+	}
+	if cfg.Join == nil {
+		j, ok := cfg.Log.(interface {
+			Join(context.Context, string, events.MemberOptions) (*events.Members, error)
+		})
+		if !ok {
+			return nil, errors.New("reconcilers: Join is required when the log cannot join members itself")
+		}
+		cfg.Join = func(ctx context.Context, instance string, opts events.MemberOptions) (Members, error) {
+			m, err := j.Join(ctx, instance, opts)
+			if err != nil {
+				return nil, err
+			}
+			return m, nil
+		}
 	}
 	if cfg.Instance == "" {
 		host, _ := os.Hostname()
@@ -104,7 +150,7 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 10 * time.Second
 	}
-	r := &Runtime{cfg: cfg, byKind: map[string]*controller{}}
+	r := &Runtime{cfg: cfg, byKind: map[string]*controller{}, commit: newCommitter(cfg.Log)}
 	r.parts = newPartitions(r, cfg.Log.Partitions())
 	for _, rec := range cfg.Reconcilers {
 		if w, ok := rec.(Watcher); ok {
@@ -119,7 +165,7 @@ func New(cfg Config) (*Runtime, error) {
 				return nil, err
 			}
 			r.byKind[kind] = &controller{rt: r, kind: kind, rec: rec, q: q, notify: make(chan struct{}, 1),
-				pending: map[string][]events.Delivery{}, seen: map[string]uint64{}, read: map[string]uint64{}, actor: "reconciler/" + kind + "@" + cfg.Instance}
+				pending: map[string][]delivered{}, seen: map[string]uint64{}, read: map[string]uint64{}, next: map[string]time.Time{}, actor: "reconciler/" + kind + "@" + cfg.Instance}
 		}
 	}
 	return r, nil
@@ -153,14 +199,16 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	r.cfg.State.OnChange(r.changed)
 	defer r.cfg.State.OnChange(nil)
+	go r.commit.run()
 	var wg sync.WaitGroup
 	runCtx, stopRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRuns()
+	r.parts.runCtx = runCtx
 	for _, c := range r.byKind {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.dispatch(ctx, runCtx)
+			c.dispatch(ctx)
 		}()
 	}
 	// Stop taking work at ctx's end; runs in flight finish unless they
@@ -169,6 +217,9 @@ func (r *Runtime) Start(ctx context.Context) error {
 	defer grace()
 	r.parts.balance(ctx, members)
 	wg.Wait()
+	// Every partition given up has had its statuses written; only writes
+	// of runs that no partition counts any more could be left.
+	r.commit.close()
 	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := members.Leave(lctx); err != nil {
@@ -179,23 +230,20 @@ func (r *Runtime) Start(ctx context.Context) error {
 
 // join announces this instance, retrying while the cluster cannot yet
 // place the members bucket.
-func (r *Runtime) join(ctx context.Context) (*events.Members, error) {
-	for attempt := 1; ; attempt++ {
+func (r *Runtime) join(ctx context.Context) (Members, error) {
+	var m Members
+	err := retry.Do(ctx, retry.Constant(500*time.Millisecond), func(attempt int, err error, _ time.Duration) {
+		if retry.Often(attempt) {
+			r.cfg.Logger.Info("waiting to join the other instances", "err", err, "attempts", attempt)
+		}
+	}, func(int) error {
 		jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		m, err := r.cfg.Log.Join(jctx, r.cfg.Instance, r.cfg.Members)
-		cancel()
-		if err == nil || ctx.Err() != nil {
-			return m, err
-		}
-		if attempt == 1 || attempt%10 == 0 {
-			r.cfg.Logger.Info("waiting to join the other instances", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+		defer cancel()
+		var err error
+		m, err = r.cfg.Join(jctx, r.cfg.Instance, r.cfg.Members)
+		return err
+	})
+	return m, err
 }
 
 // trigger turns one log event of a partition this instance holds into a
@@ -205,20 +253,23 @@ func (r *Runtime) join(ctx context.Context) (*events.Members, error) {
 // event's key are woken from the projection (changed), whichever
 // partition they are in.
 func (r *Runtime) trigger(d events.Delivery) {
-	ev, err := d.Record()
+	p, k, err := keyOfSubject(d.Subject)
+	var h eventHead
+	if err == nil {
+		h, err = scanHead(d.Data)
+	}
 	if err != nil {
 		r.cfg.Logger.Warn("skipping undecodable event", "sequence", d.Sequence, "err", err)
 		_ = d.Ack()
 		return
 	}
-	k := projections.KeyOf(ev.Key)
 	c := r.byKind[k.Kind]
-	if c == nil || (ev.Type == schemas.EventType_EVENT_TYPE_STATUS_CHANGED && ev.Actor == c.actor) || !r.parts.active(r.parts.of(k)) {
+	if c == nil || (h.typ == schemas.EventType_EVENT_TYPE_STATUS_CHANGED && string(h.actor) == c.actor) || !r.parts.active(p) {
 		// A partition given up meanwhile: its next holder runs every key.
 		_ = d.Ack()
 		return
 	}
-	c.add(k, &d, d.Sequence)
+	c.add(k, &delivered{Delivery: d, id: h.id, at: h.at}, d.Sequence)
 }
 
 // changed wakes, from the projection, the keys a change concerns: the
@@ -278,19 +329,22 @@ type controller struct {
 
 	mu      sync.Mutex
 	q       *queue.Queue
-	pending map[string][]events.Delivery // deliveries not yet covered by a run
+	pending map[string][]delivered // deliveries not yet covered by a run
 	// seen is, per key, the log sequence its next run must see folded: a
 	// dependent woken by its dependency's status must read that status.
 	seen map[string]uint64
 	// read is, per key, the resourceVersion its latest run read: an event
 	// at or below it is already covered (a late or repeated delivery).
 	read map[string]uint64
+	// next is, per key, when it runs next without a change: what status
+	// would otherwise carry as nextRunTime at every run (NextRun).
+	next map[string]time.Time
 }
 
 // add enqueues k. d is the delivery of k's own event (acknowledged when
 // the run covering it ends), nil when k is woken by another key's event at
 // sequence seq.
-func (c *controller) add(k projections.Key, d *events.Delivery, seq uint64) {
+func (c *controller) add(k projections.Key, d *delivered, seq uint64) {
 	key := encodeKey(k)
 	c.mu.Lock()
 	if d != nil && seq <= c.read[key] {
@@ -328,7 +382,7 @@ func (c *controller) addAll(keys []projections.Key, seq uint64) {
 // key in it. Queued keys of p are dropped when they come up.
 func (c *controller) dropPartition(p int) {
 	c.mu.Lock()
-	var acks []events.Delivery
+	var acks []delivered
 	for key, ds := range c.pending {
 		if c.rt.parts.of(decodeKey(key)) == p {
 			acks = append(acks, ds...)
@@ -349,8 +403,9 @@ func (c *controller) wake() {
 }
 
 // dispatch hands due keys to workers until ctx ends, then waits for the
-// workers. Runs use runCtx, which outlives ctx by the shutdown grace.
-func (c *controller) dispatch(ctx, runCtx context.Context) {
+// workers. Runs use their partition's context (see partitions.begin),
+// which outlives ctx by the shutdown grace.
+func (c *controller) dispatch(ctx context.Context) {
 	work := make(chan string)
 	var wg sync.WaitGroup
 	workers := c.rt.cfg.Queue.MaxRunning
@@ -362,7 +417,7 @@ func (c *controller) dispatch(ctx, runCtx context.Context) {
 		go func() {
 			defer wg.Done()
 			for key := range work {
-				c.run(runCtx, key)
+				c.run(key)
 			}
 		}()
 	}
@@ -414,8 +469,11 @@ func (c *controller) dispatch(ctx, runCtx context.Context) {
 	}
 }
 
-// run runs one key once and records what happened.
-func (c *controller) run(ctx context.Context, key string) {
+// run runs one key once and records what happened. The status write is
+// handed to the committer: the worker goes on to the next key while the
+// key stays running (parked in the queue, and counted in its partition's
+// runs) until its status is written.
+func (c *controller) run(key string) {
 	rt := c.rt
 	k := decodeKey(key)
 	c.mu.Lock()
@@ -426,7 +484,8 @@ func (c *controller) run(ctx context.Context, key string) {
 	c.mu.Unlock()
 
 	p := rt.parts.of(k)
-	if !rt.parts.begin(p) {
+	ctx, ok := rt.parts.begin(p)
+	if !ok {
 		// The partition moved away (or is moving): its new holder runs
 		// the key.
 		c.mu.Lock()
@@ -435,7 +494,12 @@ func (c *controller) run(ctx context.Context, key string) {
 		c.finish(key, queue.Result{}, covered)
 		return
 	}
-	defer rt.parts.end(p)
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			rt.parts.end(p)
+		}
+	}()
 	start := rt.cfg.Now()
 	var cause string
 	// Level-triggered: decide on a projection that includes every event
@@ -445,9 +509,7 @@ func (c *controller) run(ctx context.Context, key string) {
 		return
 	}
 	if len(covered) > 0 {
-		if ev, err := covered[len(covered)-1].Record(); err == nil {
-			cause = ev.Id
-		}
+		cause = covered[len(covered)-1].id
 	}
 	obj := rt.cfg.State.Get(k)
 	c.mu.Lock()
@@ -479,12 +541,39 @@ func (c *controller) run(ctx context.Context, key string) {
 	if o.waiting != "" {
 		nextRun = time.Time{}
 	}
+	ev := c.statusEvent(k, obj, o, nextRun, cause)
+	if ev == nil {
+		c.finish(key, qres, covered)
+		rt.cfg.Metrics.observe(c.kind, qres.Outcome, rt.cfg.Now().Sub(start), covered)
+		return
+	}
 	// Status first, then the queue and the acknowledgements: the key stays
 	// running (no second run of it can start) until its status is written,
 	// and a crash before the acknowledgement brings the trigger back.
-	c.record(ctx, k, obj, o, nextRun, cause)
-	c.finish(key, qres, covered)
-	rt.cfg.Metrics.observe(c.kind, qres.Outcome, rt.cfg.Now().Sub(start), covered)
+	c.mu.Lock()
+	_ = c.q.Park(key)
+	c.mu.Unlock()
+	c.wake()
+	handedOff = true
+	rt.commit.submit(commit{
+		entry: events.Entry{Event: ev, Expect: obj.GetMetadata().GetResourceVersion()},
+		done: func(res events.Result, err error) {
+			defer rt.parts.end(p)
+			if !c.recorded(k, res, err) {
+				// The work is done but not recorded: a failed run,
+				// retried with the key's backoff (and counted towards
+				// it) once the log answers, not at once (the reconciler
+				// would call its outside system in a tight loop for as
+				// long as the log is down).
+				qres = queue.Result{Outcome: queue.Failed}
+				c.mu.Lock()
+				_, _ = c.q.Plan(key, qres, rt.cfg.Now())
+				c.mu.Unlock()
+			}
+			c.finish(key, qres, covered)
+			rt.cfg.Metrics.observe(c.kind, qres.Outcome, rt.cfg.Now().Sub(start), covered)
+		},
+	})
 }
 
 // decide runs the reconciler, or explains why it may not run yet.
@@ -515,9 +604,14 @@ func (c *controller) decide(ctx context.Context, k projections.Key, obj *schemas
 }
 
 // finish tells the queue the run ended and acknowledges what it covered.
-func (c *controller) finish(key string, r queue.Result, covered []events.Delivery) {
+func (c *controller) finish(key string, r queue.Result, covered []delivered) {
 	c.mu.Lock()
-	_, err := c.q.Done(key, r, c.rt.cfg.Now())
+	next, err := c.q.Done(key, r, c.rt.cfg.Now())
+	if next.IsZero() {
+		delete(c.next, key)
+	} else {
+		c.next[key] = next
+	}
 	c.mu.Unlock()
 	if err != nil {
 		c.rt.cfg.Logger.Error("queue out of step", "kind", c.kind, "key", key, "err", err)
@@ -528,34 +622,31 @@ func (c *controller) finish(key string, r queue.Result, covered []events.Deliver
 	}
 }
 
-// statusWriteTimeout bounds one status write.
-const statusWriteTimeout = 5 * time.Second
-
-// record writes the run's status (or the end of a deletion) with
-// optimistic concurrency on the version the run read. A conflict means
-// the object changed under the run: it runs again at once.
-func (c *controller) record(ctx context.Context, k projections.Key, obj *schemas.Object, o outcome, nextRun time.Time, cause string) {
-	rt := c.rt
-	now := rt.cfg.Now()
+// statusEvent is the event recording a run's outcome: its status, or the
+// end of a deletion; nil when the status would change nothing but its
+// next run time.
+func (c *controller) statusEvent(k projections.Key, obj *schemas.Object, o outcome, nextRun time.Time, cause string) *schemas.Event {
+	now := c.rt.cfg.Now()
 	ev := &schemas.Event{Key: k.Proto(), Actor: c.actor, Time: timestamppb.New(now), Cause: cause}
 	if o.finalize {
 		ev.Type = schemas.EventType_EVENT_TYPE_FINALIZED
-	} else {
-		st := nextStatus(obj, o, nextRun, now)
-		if sameStatus(obj.GetStatus(), st) {
-			return
-		}
-		ev.Type = schemas.EventType_EVENT_TYPE_STATUS_CHANGED
-		ev.Object = &schemas.Object{Status: st}
+		return ev
 	}
-	// Bounded: a write sent while the log elects a leader goes unanswered,
-	// and waiting out the client's default (15 s) would hold the worker,
-	// and with every worker the whole kind, long after the election. A
-	// write that landed all the same makes the next run's write conflict
-	// and that run read it.
-	wctx, cancel := context.WithTimeout(ctx, statusWriteTimeout)
-	res, err := rt.cfg.Log.Append(wctx, events.Entry{Event: ev, Expect: obj.GetMetadata().GetResourceVersion()})
-	cancel()
+	st := nextStatus(obj, o, nextRun, now)
+	if sameStatus(obj.GetStatus(), st) {
+		return nil
+	}
+	ev.Type = schemas.EventType_EVENT_TYPE_STATUS_CHANGED
+	ev.Object = &schemas.Object{Status: st}
+	return ev
+}
+
+// recorded takes in the outcome of a status write made with optimistic
+// concurrency on the version the run read. A conflict means the object
+// changed under the run: it runs again at once. It reports false when the
+// write failed otherwise (the log did not answer).
+func (c *controller) recorded(k projections.Key, res events.Result, err error) bool {
+	rt := c.rt
 	switch {
 	case err == nil:
 		// The key's next run reads at least this status: reading an older
@@ -567,14 +658,15 @@ func (c *controller) record(ctx context.Context, k projections.Key, obj *schemas
 		c.mu.Unlock()
 	case errors.Is(err, events.ErrConflict):
 		rt.cfg.Metrics.conflicts.WithLabelValues(c.kind).Inc()
+		ctx, cancel := context.WithTimeout(context.Background(), statusWriteTimeout)
 		head, _ := rt.cfg.Log.LastSequence(ctx)
+		cancel()
 		c.add(k, nil, head)
-	case err != nil:
-		// The run's work is done but not recorded; run again (the work is
-		// idempotent) once the log answers.
-		rt.cfg.Logger.Warn("status write failed; running again", "key", k.String(), "err", err)
-		c.add(k, nil, 0)
+	default:
+		rt.cfg.Logger.Warn("status write failed; running again after the key's backoff", "key", k.String(), "err", err)
+		return false
 	}
+	return true
 }
 
 // Keys travel through the queue as strings; NUL cannot occur in a kind,
@@ -584,6 +676,20 @@ func encodeKey(k projections.Key) string { return k.Kind + "\x00" + k.Namespace 
 func decodeKey(s string) projections.Key {
 	parts := strings.SplitN(s, "\x00", 3)
 	return projections.Key{Kind: parts[0], Namespace: parts[1], Name: parts[2]}
+}
+
+// NextRun is when k's next run is due without any change, as this
+// instance's queue has it: false when k is not in a partition held here or
+// waits for a change.
+func (r *Runtime) NextRun(k projections.Key) (time.Time, bool) {
+	c := r.byKind[k.Kind]
+	if c == nil || !r.parts.active(r.parts.of(k)) {
+		return time.Time{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.next[encodeKey(k)]
+	return t, ok
 }
 
 // Partitions lists the partitions this instance runs now.

@@ -25,20 +25,32 @@ type env struct {
 	log   *events.Log
 	store *projections.Store
 	gate  *gate.Gate
+	rt    *reconcilers.Runtime
 }
 
 // start runs a log, a projection, the runtime with recs, and a gate that
 // leaves finalization of their kinds to them.
 func start(t *testing.T, qcfg queue.Config, recs ...reconcilers.Reconciler) *env {
 	t.Helper()
+	return startWith(t, qcfg, nil, recs...)
+}
+
+// startWith is start with the runtime's view of the log passed through
+// wrap (nil: the log itself), for injecting faults.
+func startWith(t *testing.T, qcfg queue.Config, wrap func(*events.Log) reconcilers.Log, recs ...reconcilers.Reconciler) *env {
+	t.Helper()
 	l := testenv.Log(t, events.Config{})
+	var rl reconcilers.Log = l
+	if wrap != nil {
+		rl = wrap(l)
+	}
 	st := projections.NewStore(projections.StoreOptions{})
 	quiet := slog.New(slog.DiscardHandler)
 	p, err := projections.NewProjector(projections.ProjectorConfig{Log: l, Store: st, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := reconcilers.New(reconcilers.Config{Log: l, State: st, Reconcilers: recs, Instance: "test", Queue: qcfg, Logger: quiet})
+	rt, err := reconcilers.New(reconcilers.Config{Log: rl, State: st, Reconcilers: recs, Instance: "test", Queue: qcfg, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +68,7 @@ func start(t *testing.T, qcfg queue.Config, recs ...reconcilers.Reconciler) *env
 	if len(recs) > 0 {
 		eventually(t, "the runtime to hold every partition", func() bool { return len(rt.Partitions()) == l.Partitions() })
 	}
-	return &env{log: l, store: st, gate: g}
+	return &env{log: l, store: st, gate: g, rt: rt}
 }
 
 func (e *env) apply(t *testing.T, yaml string) {

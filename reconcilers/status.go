@@ -75,6 +75,7 @@ func nextStatus(obj *schemas.Object, o outcome, nextRun, now time.Time) *schemas
 		ObservedGeneration: obj.GetMetadata().GetGeneration(),
 		Phase:              o.res.Phase,
 		Message:            o.res.Message,
+		Details:            o.res.Details,
 	}
 	if !nextRun.IsZero() {
 		st.NextRunTime = timestamppb.New(nextRun)
@@ -119,10 +120,22 @@ func nextStatus(obj *schemas.Object, o outcome, nextRun, now time.Time) *schemas
 	return st
 }
 
-// sameStatus reports whether writing next over prev would change nothing.
-// The next run time counts: it is part of what a run reports.
+// sameStatus reports whether writing next over prev would change nothing
+// but the next run time. That time moves at every run; writing it would
+// add an event per object per resync to the log, for no change. It lives
+// in the runtime's queue instead (Runtime.NextRun); a status written for
+// another reason still carries it.
 func sameStatus(prev, next *schemas.Status) bool {
-	return prev != nil && proto.Equal(prev, next)
+	if prev == nil {
+		return false
+	}
+	// next is the caller's own, freshly built: borrow prev's time for the
+	// comparison (prev belongs to the projection and is not touched).
+	own := next.NextRunTime
+	next.NextRunTime = prev.NextRunTime
+	same := proto.Equal(prev, next)
+	next.NextRunTime = own
+	return same
 }
 
 func describe(blocked []string) string {

@@ -108,7 +108,21 @@ func decodeError(resp *http.Response) error {
 // Apply sends manifests (YAML or JSON, several documents allowed). source
 // names them in error messages; idempotencyKey may be empty.
 func (c *Client) Apply(ctx context.Context, source string, manifests []byte, idempotencyKey string) (*ApplyResponse, error) {
+	return c.apply(ctx, source, manifests, idempotencyKey, false)
+}
+
+// ApplyBrief is Apply asking for the brief answer (Prefer:
+// return=minimal): each result has the key, the action and the
+// resourceVersion, not the object; for bulk clients.
+func (c *Client) ApplyBrief(ctx context.Context, source string, manifests []byte, idempotencyKey string) (*ApplyResponse, error) {
+	return c.apply(ctx, source, manifests, idempotencyKey, true)
+}
+
+func (c *Client) apply(ctx context.Context, source string, manifests []byte, idempotencyKey string, brief bool) (*ApplyResponse, error) {
 	hdr := http.Header{"Content-Type": {"application/yaml"}}
+	if brief {
+		hdr.Set("Prefer", "return=minimal")
+	}
 	if idempotencyKey != "" {
 		hdr.Set("Idempotency-Key", idempotencyKey)
 	}

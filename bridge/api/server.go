@@ -15,6 +15,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/bridge/manifest"
@@ -53,6 +55,10 @@ type Config struct {
 	Charts ChartStore
 	// Backup writes an online backup of the log; nil refuses backups.
 	Backup func(ctx context.Context, w io.Writer) error
+	// NextRun, when set, is the reconciler runtime's own view of when a
+	// key runs next; get and list show it as status.nextRunTime (the log
+	// records that time only with a status that changed otherwise).
+	NextRun func(projections.Key) (time.Time, bool)
 	// Tokens maps bearer tokens to user names. Empty disables
 	// authentication: every request acts as "anonymous".
 	Tokens map[string]string
@@ -266,11 +272,33 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, actor string) err
 	if err != nil {
 		return err
 	}
+	// "Prefer: return=minimal" (RFC 7240) asks for the brief answer bulk
+	// clients want: key, action and resourceVersion, not every object
+	// written out again.
+	brief := preferMinimal(r.Header.Values("Prefer"))
 	resp := ApplyResponse{Results: make([]ApplyResult, len(outcomes))}
 	for i, o := range outcomes {
-		resp.Results[i] = ApplyResult{Key: wireKey(o.Key), Action: string(o.Action), Object: rawObject(o.Object)}
+		resp.Results[i] = ApplyResult{Key: wireKey(o.Key), Action: string(o.Action)}
+		if brief {
+			resp.Results[i].ResourceVersion = o.Object.GetMetadata().GetResourceVersion()
+			w.Header().Set("Preference-Applied", "return=minimal")
+		} else {
+			resp.Results[i].Object = rawObject(o.Object)
+		}
 	}
 	return writeJSON(w, resp)
+}
+
+// preferMinimal reports whether Prefer headers ask for return=minimal.
+func preferMinimal(prefer []string) bool {
+	for _, h := range prefer {
+		for _, p := range strings.Split(h, ",") {
+			if strings.EqualFold(strings.TrimSpace(strings.SplitN(p, ";", 2)[0]), "return=minimal") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func wireKey(k projections.Key) Key { return Key{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name} }
@@ -319,8 +347,23 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, _ string) error {
 		return httpError(http.StatusNotFound, fmt.Sprintf("%s not found", k))
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_, err = w.Write(rawObject(o))
+	_, err = w.Write(rawObject(s.withNextRun(o)))
 	return err
+}
+
+// withNextRun returns o with the runtime's next run time of its key, if
+// the runtime knows one (o itself, shared with the store, is not changed).
+func (s *Server) withNextRun(o *schemas.Object) *schemas.Object {
+	if s.cfg.NextRun == nil {
+		return o
+	}
+	t, ok := s.cfg.NextRun(projections.ObjectKey(o))
+	if !ok {
+		return o
+	}
+	c := &schemas.Object{ApiVersion: o.ApiVersion, Kind: o.Kind, Metadata: o.Metadata, Spec: o.Spec, Status: proto.Clone(o.GetStatus()).(*schemas.Status)}
+	c.Status.NextRunTime = timestamppb.New(t)
+	return c
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request, _ string) error {
@@ -329,6 +372,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, _ string) error {
 		return err
 	}
 	objs, seq := s.cfg.Store.List(q)
+	for i, o := range objs {
+		objs[i] = s.withNextRun(o)
+	}
 	return writeJSON(w, listResponse(objs, seq))
 }
 

@@ -17,6 +17,9 @@ type ApplyResult struct {
 	Key    Key             `json:"key"`
 	Action string          `json:"action"`
 	Object json.RawMessage `json:"object,omitempty"`
+	// ResourceVersion is the object's version after the write, in the
+	// brief answer (Prefer: return=minimal) that leaves Object out.
+	ResourceVersion uint64 `json:"resourceVersion,omitempty,string"`
 }
 
 // Key names an object.

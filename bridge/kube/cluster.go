@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/jetplane/jetplane/internal/retry"
 	"github.com/jetplane/jetplane/projections"
 )
 
@@ -121,14 +122,16 @@ func (c *cluster) run(ctx context.Context) {
 // watch connects, starts the informers, syncs, and returns when ctx ends.
 // Informers it started are counted in informers.
 func (c *cluster) watch(ctx context.Context, informers *sync.WaitGroup) {
-	rc, err := c.cfg.RESTConfig()
-	for err != nil {
-		// A kubeconfig that loaded at start may have gone; keep trying.
+	// A kubeconfig that loaded at start may have gone; keep trying.
+	var rc *rest.Config
+	err := retry.Do(ctx, retry.Constant(30*time.Second), func(_ int, err error, _ time.Duration) {
 		c.failed(fmt.Errorf("client config: %w", err), true)
-		if !sleep(ctx, 30*time.Second) {
-			return
-		}
+	}, func(int) (err error) {
 		rc, err = c.cfg.RESTConfig()
+		return err
+	})
+	if err != nil {
+		return
 	}
 	rc.UserAgent = "jetplane-bridge/" + c.name
 	dyn, err := dynamic.NewForConfig(rc)
@@ -192,22 +195,18 @@ func (c *cluster) discover(ctx context.Context, rc *rest.Config) ([]*resource, b
 		<-ctx.Done()
 		return nil, false
 	}
-	pause := time.Second
-	for {
-		out, err := c.resolve(ctx, disc.RESTClient())
-		if err == nil {
-			c.track.watchOK()
-			return out, true
-		}
-		if ctx.Err() != nil {
-			return nil, false
-		}
+	var out []*resource
+	err = retry.Do(ctx, retry.Backoff{First: time.Second, Max: 30 * time.Second}, func(_ int, err error, _ time.Duration) {
 		c.failed(err, true)
-		if !sleep(ctx, pause) {
-			return nil, false
-		}
-		pause = min(2*pause, 30*time.Second)
+	}, func(int) (err error) {
+		out, err = c.resolve(ctx, disc.RESTClient())
+		return err
+	})
+	if err != nil {
+		return nil, false
 	}
+	c.track.watchOK()
+	return out, true
 }
 
 // resolve asks the cluster for each resource's kind and scope. It reads
@@ -254,24 +253,16 @@ func (c *cluster) resolve(ctx context.Context, client rest.Interface) ([]*resour
 }
 
 func (c *cluster) waitForState(ctx context.Context) bool {
-	pause := 100 * time.Millisecond
-	for {
+	err := retry.Do(ctx, retry.Backoff{First: 100 * time.Millisecond, Max: 5 * time.Second}, func(_ int, err error, _ time.Duration) {
+		c.logger.Warn("waiting for the log", "err", err)
+	}, func(int) error {
 		head, err := c.bridge.Log.LastSequence(ctx)
 		if err == nil {
 			err = c.bridge.State.WaitFor(ctx, head)
 		}
-		if err == nil {
-			return true
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		c.logger.Warn("waiting for the log", "err", err)
-		if !sleep(ctx, pause) {
-			return false
-		}
-		pause = min(2*pause, 5*time.Second)
-	}
+		return err
+	})
+	return err == nil
 }
 
 // startInformer builds r's informer on the dynamic client and starts it.
@@ -450,16 +441,5 @@ func (c *cluster) enqueue(it item) bool {
 		return true
 	case <-c.stopping:
 		return false
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

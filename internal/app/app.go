@@ -24,6 +24,7 @@ import (
 	"github.com/jetplane/jetplane/bridge/kube"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/events/embedded"
+	"github.com/jetplane/jetplane/internal/retry"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers"
 	"github.com/jetplane/jetplane/reconcilers/apply"
@@ -186,7 +187,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		Name: "jetplane_projection_objects", Help: "Objects in current state.",
 	}, func() float64 { return float64(a.store.Len()) }))
 	if a.api, err = api.New(api.Config{
-		Gate: a.gate, Store: a.store, Charts: charts, Backup: a.backup, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters,
+		Gate: a.gate, Store: a.store, Charts: charts, Backup: a.backup, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters, NextRun: a.runtime.NextRun,
 		Tokens: cfg.Tokens, Registerer: reg, Gatherer: reg, Logger: cfg.Logger,
 	}); err != nil {
 		return nil, err
@@ -202,29 +203,27 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 // and until enough of them have joined there is no leader or no room for
 // replicas.
 func openLog(ctx context.Context, nc *nats.Conn, cfg events.Config, logger *slog.Logger) (*events.Log, *events.Blobs, error) {
-	deadline := time.Now().Add(2 * time.Minute)
-	for attempt := 1; ; attempt++ {
+	wait, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var (
+		l     *events.Log
+		blobs *events.Blobs
+	)
+	err := retry.Do(wait, retry.Constant(500*time.Millisecond), func(attempt int, err error, _ time.Duration) {
+		if retry.Often(attempt) {
+			logger.Info("waiting for JetStream to place the log", "err", err)
+		}
+	}, func(int) (err error) {
 		// A request made before the cluster has a metadata leader is never
 		// answered; short attempts retry soon after one is elected.
 		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		l, err := events.Open(octx, nc, cfg)
-		var blobs *events.Blobs
-		if err == nil {
+		defer cancel()
+		if l, err = events.Open(octx, nc, cfg); err == nil {
 			blobs, err = l.Blobs(octx, events.SnapshotBucket)
 		}
-		cancel()
-		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
-			return l, blobs, err
-		}
-		if attempt == 1 || attempt%10 == 0 {
-			logger.Info("waiting for JetStream to place the log", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, nil, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+		return err
+	})
+	return l, blobs, err
 }
 
 func (a *App) ready() error {
@@ -325,25 +324,32 @@ func (a *App) Partitions() []int { return a.runtime.Partitions() }
 // Handler is the API's HTTP handler.
 func (a *App) Handler() http.Handler { return a.api }
 
-// Run serves until ctx ends, then shuts down: it stops taking requests,
-// lets requests in flight finish (up to 10 s), saves a snapshot and stops
-// NATS.
+// Run serves until ctx ends, or until a part stops on its own (that
+// part's error is returned). Then it shuts down, each part on its own
+// context, in order: the API stops taking requests and finishes those in
+// flight (up to 10 s); the bridge appends what it has queued; the
+// reconciler runtime stops taking work, finishes its runs in flight (up
+// to its grace period) and releases its partitions; then the projection
+// those runs read stops, a snapshot is saved and NATS stops.
 func (a *App) Run(ctx context.Context) error {
 	defer a.close()
 	pctx, stopProjector := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopProjector()
 	projDone := make(chan error, 1)
 	go func() { projDone <- a.projector.Start(pctx) }()
 
+	rctx, stopRuntime := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRuntime()
 	rtDone := make(chan error, 1)
-	go func() { rtDone <- a.runtime.Start(pctx) }()
+	go func() { rtDone <- a.runtime.Start(rctx) }()
 
-	// The bridge stops first, appending what it has queued while the log
-	// is still there.
 	bctx, stopBridge := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBridge()
 	bridgeDone := make(chan error, 1)
+	var bridgeStopped <-chan error // nil without a bridge: never selected
 	if a.bridge != nil {
 		go func() { bridgeDone <- a.bridge.Start(bctx) }()
+		bridgeStopped = bridgeDone
 	} else {
 		bridgeDone <- nil
 	}
@@ -364,6 +370,12 @@ func (a *App) Run(ctx context.Context) error {
 	case err := <-rtDone:
 		runErr = fmt.Errorf("reconcilers stopped: %w", err)
 		rtDone <- err
+	case err := <-bridgeStopped:
+		if err == nil {
+			err = errors.New("it returned")
+		}
+		runErr = fmt.Errorf("kubernetes bridge stopped: %w", err)
+		bridgeDone <- err
 	}
 	a.cfg.Logger.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -371,13 +383,16 @@ func (a *App) Run(ctx context.Context) error {
 	_ = httpSrv.Shutdown(sctx)
 	stopBridge()
 	<-bridgeDone
-	// Reconcilers stop taking work and finish runs in flight before the
-	// projection they read stops.
-	stopProjector()
+	stopRuntime()
 	<-rtDone
+	// Only now: runs in flight read the projection until they end.
+	a.cfg.Logger.Info("stopping the projection")
+	stopProjector()
 	<-projDone
 	if a.projector.Ready() {
-		if err := a.projector.SaveSnapshot(sctx); err != nil {
+		snap, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := a.projector.SaveSnapshot(snap); err != nil {
 			a.cfg.Logger.Warn("final snapshot failed", "err", err)
 		}
 	}

@@ -8,7 +8,8 @@
 //
 //   - A key waiting to run is queued once however often it is added.
 //   - A key added while it runs runs exactly once more after it.
-//   - A key never runs twice at once; at most MaxRunning keys run at once.
+//   - A key never runs twice at once; at most MaxRunning keys run at once,
+//     not counting keys parked while their outcome is recorded (Park).
 //   - An error retries with per-key exponential backoff (BaseDelay doubling
 //     to MaxDelay, with jitter); success resets it. A terminal error is not
 //     retried until the key is added again (its object changed).
@@ -108,6 +109,7 @@ type entry struct {
 	forget   bool      // forgotten while running
 	planned  time.Time // set by Plan, used by Done
 	hasPlan  bool
+	parked   bool      // running, but no longer counted in MaxRunning
 	at       time.Time // when scheduled
 	failures int
 	index    int // position in the timer heap, -1 when not in it
@@ -253,6 +255,21 @@ func (q *Queue) nextRun(e *entry, r Result, now time.Time) time.Time {
 	return time.Time{}
 }
 
+// Park frees a running key's slot among MaxRunning while the key stays
+// running: its run's own work is over and the runner only records its
+// outcome (a status write), which needs no worker. No second run of key
+// starts before Done, and an Add meanwhile still makes it run once more
+// after Done.
+func (q *Queue) Park(key string) error {
+	e := q.entries[key]
+	if e == nil || e.state != running || e.parked {
+		return fmt.Errorf("%w: %q", ErrNotRunning, key)
+	}
+	e.parked = true
+	q.running--
+	return nil
+}
+
 // Done ends key's run at now. It returns when the key runs next (zero when
 // it waits for a change): the nextRunTime to record in status.
 func (q *Queue) Done(key string, r Result, now time.Time) (time.Time, error) {
@@ -260,7 +277,10 @@ func (q *Queue) Done(key string, r Result, now time.Time) (time.Time, error) {
 	if e == nil || e.state != running {
 		return time.Time{}, fmt.Errorf("%w: %q", ErrNotRunning, key)
 	}
-	q.running--
+	if !e.parked {
+		q.running--
+	}
+	e.parked = false
 	e.state = idle
 	planned, hasPlan := e.planned, e.hasPlan
 	e.planned, e.hasPlan = time.Time{}, false

@@ -318,3 +318,32 @@ func TestNoTriggerLost(t *testing.T) {
 		}
 	}
 }
+
+// A parked key frees its slot but stays running: it is not handed out
+// again before Done, and a change meanwhile runs it once more after.
+func TestParkFreesASlotButNotTheKey(t *testing.T) {
+	q := newQueue(t, Config{MaxRunning: 1})
+	q.Add("a")
+	q.Add("b")
+	if got := drain(q, t0); fmt.Sprint(got) != "[a]" {
+		t.Fatalf("handed out %v, want [a] (one slot)", got)
+	}
+	if err := q.Park("a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Park("a"); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("parking twice: %v", err)
+	}
+	q.Add("a") // changed while its status is recorded
+	if got := drain(q, t0); fmt.Sprint(got) != "[b]" {
+		t.Fatalf("handed out %v, want [b]: the slot is free, a still runs", got)
+	}
+	if s := q.Stats(); s.Running != 1 {
+		t.Fatalf("running = %d, want 1 (b; a is parked)", s.Running)
+	}
+	done(t, q, "a", Result{}, t0)
+	done(t, q, "b", Result{}, t0)
+	if got := drain(q, t0); fmt.Sprint(got) != "[a]" {
+		t.Fatalf("after Done handed out %v, want a once more", got)
+	}
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/bridge/gate"
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/internal/testenv"
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/scheduler"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+func spec(t *testing.T, v any) *structpb.Struct {
+	t.Helper()
+	data, _ := json.Marshal(v)
+	s := &structpb.Struct{}
+	if err := s.UnmarshalJSON(data); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestExplain schedules pods with the real scheduler on a real log, then
+// runs `jetplane explain` and `explain --replay` against the API.
+func TestExplain(t *testing.T) {
+	l := testenv.Log(t, events.Config{})
+	store := projections.NewStore(projections.StoreOptions{})
+	quiet := slog.New(slog.DiscardHandler)
+	proj, err := projections.NewProjector(projections.ProjectorConfig{Log: l, Store: store, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched, err := scheduler.New(scheduler.Options{Log: l, State: store, Instance: "test", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = proj.Start(ctx) }()
+	go func() { defer wg.Done(); _ = sched.Start(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	g, err := gate.New(gate.Config{Log: l, State: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.New(api.Config{Gate: g, Store: store, Log: l, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+
+	var objs []*schemas.Object
+	for i, cpu := range []string{"1", "2", "4"} {
+		objs = append(objs, &schemas.Object{ApiVersion: "v1", Kind: "Node", Metadata: &schemas.ObjectMeta{Name: fmt.Sprintf("n%d", i)},
+			Spec: spec(t, map[string]any{"allocatable": map[string]string{"cpu": cpu, "memory": "8Gi", "pods": "10"}})})
+	}
+	objs = append(objs, &schemas.Object{ApiVersion: "v1", Kind: "Pod", Metadata: &schemas.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: spec(t, map[string]any{"containers": []any{map[string]any{"name": "web", "image": "web",
+			"resources": map[string]any{"requests": map[string]string{"cpu": "1500m"}}}}})})
+	var last uint64
+	for _, o := range objs {
+		r, err := l.Append(ctx, events.Entry{Event: &schemas.Event{Type: schemas.EventType_EVENT_TYPE_APPLIED, Key: projections.ObjectKey(o).Proto(), Object: o}, Expect: events.AnyVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = r.Sequence
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := store.WaitFor(wctx, last); err != nil {
+		t.Fatal(err)
+	}
+	podKey := projections.Key{Kind: "Pod", Namespace: "default", Name: "web"}
+	if _, err := sched.Schedule(ctx, store.Get(podKey)); err != nil {
+		t.Fatal(err)
+	}
+	for store.Get(podKey).GetSpec().GetFields()["nodeName"] == nil {
+		if err := store.WaitFor(wctx, store.Seq()+1); err != nil {
+			t.Fatal("pod not bound:", err)
+		}
+	}
+
+	run := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		root := newRoot()
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(append([]string{"--server", hs.URL}, args...))
+		if err := root.ExecuteContext(ctx); err != nil {
+			t.Fatalf("jetplane %s: %v\n%s", strings.Join(args, " "), err, out.String())
+		}
+		return out.String()
+	}
+	out := run("explain", "Pod/default/web")
+	for _, want := range []string{"Node:       n2", "Nodes:      3 evaluated of 3, 2 feasible", "Rejected:   1 Insufficient cpu",
+		"NodeResourcesFit=builtin/1+LeastAllocated"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain output lacks %q:\n%s", want, out)
+		}
+	}
+	out = run("explain", "Pod/default/web", "--replay")
+	if !strings.Contains(out, "Replay: same decision: node n2") {
+		t.Errorf("replay output:\n%s", out)
+	}
+	cfg := filepath.Join(t.TempDir(), "sched.yaml")
+	os.WriteFile(cfg, []byte("profiles:\n- schedulerName: jetplane\n  pluginConfig:\n  - name: NodeResourcesFit\n    args: {scoringStrategy: {type: MostAllocated}}\n"), 0o644)
+	out = run("explain", "Pod/default/web", "--replay", "--config", cfg)
+	for _, want := range []string{"differs", "plugin NodeResourcesFit changed: builtin/1+MostAllocated, was builtin/1+LeastAllocated", "best totals"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("replay with another config lacks %q:\n%s", want, out)
+		}
+	}
+
+}

@@ -1,0 +1,137 @@
+package scheduler
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"google.golang.org/protobuf/types/known/structpb"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// PodFromObject converts a jetplane Pod (spec in v1.PodSpec shape, status
+// details in v1.PodStatus shape) to a v1.Pod.
+func PodFromObject(o *schemas.Object) (*v1.Pod, error) {
+	pod := &v1.Pod{ObjectMeta: metaOf(o.GetMetadata())}
+	if err := structInto(o.GetSpec(), &pod.Spec); err != nil {
+		return nil, fmt.Errorf("pod %s/%s: spec: %w", pod.Namespace, pod.Name, err)
+	}
+	if err := structInto(o.GetStatus().GetDetails(), &pod.Status); err != nil {
+		return nil, fmt.Errorf("pod %s/%s: status: %w", pod.Namespace, pod.Name, err)
+	}
+	return pod, nil
+}
+
+// nodeSpec is a Node's spec as jetplane accepts it: v1.NodeSpec, and, for
+// nodes without an agent (fixtures, tests), capacity and allocatable or a
+// whole status beside it.
+type nodeSpec struct {
+	v1.NodeSpec `json:",inline"`
+	Capacity    v1.ResourceList `json:"capacity,omitempty"`
+	Allocatable v1.ResourceList `json:"allocatable,omitempty"`
+	Status      *v1.NodeStatus  `json:"status,omitempty"`
+}
+
+// NodeFromObject converts a jetplane Node to a v1.Node. Its resources come
+// from the status details its agent writes (v1.NodeStatus shape), or else
+// from the spec. A node whose Ready condition (in status.conditions or the
+// details' conditions) is not True carries the not-ready NoSchedule taint,
+// as the Kubernetes node lifecycle controller would give it. Every node is
+// labelled kubernetes.io/hostname with its name unless it says otherwise.
+func NodeFromObject(o *schemas.Object) (*v1.Node, error) {
+	node := &v1.Node{ObjectMeta: metaOf(o.GetMetadata())}
+	var spec nodeSpec
+	if err := structInto(o.GetSpec(), &spec); err != nil {
+		return nil, fmt.Errorf("node %s: spec: %w", node.Name, err)
+	}
+	node.Spec = spec.NodeSpec
+	if spec.Status != nil {
+		node.Status = *spec.Status
+	}
+	if spec.Capacity != nil {
+		node.Status.Capacity = spec.Capacity
+	}
+	if spec.Allocatable != nil {
+		node.Status.Allocatable = spec.Allocatable
+	}
+	if d := o.GetStatus().GetDetails(); d != nil && len(d.GetFields()) > 0 {
+		var st v1.NodeStatus
+		if err := structInto(d, &st); err != nil {
+			return nil, fmt.Errorf("node %s: status: %w", node.Name, err)
+		}
+		if st.Capacity != nil {
+			node.Status.Capacity = st.Capacity
+		}
+		if st.Allocatable != nil {
+			node.Status.Allocatable = st.Allocatable
+		}
+		if st.Conditions != nil {
+			node.Status.Conditions = st.Conditions
+		}
+	}
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
+	}
+	if _, ok := node.Labels[v1.LabelHostname]; !ok {
+		node.Labels[v1.LabelHostname] = node.Name
+	}
+	if !nodeReady(o, node) {
+		node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: v1.TaintNodeNotReady, Effect: v1.TaintEffectNoSchedule})
+	}
+	return node, nil
+}
+
+// nodeReady is false when a Ready condition says so. A node with no Ready
+// condition at all (no agent yet, a fixture) counts as ready.
+func nodeReady(o *schemas.Object, node *v1.Node) bool {
+	for _, c := range o.GetStatus().GetConditions() {
+		if c.GetType() == "Ready" {
+			return c.GetStatus() == "True"
+		}
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return true
+}
+
+func metaOf(m *schemas.ObjectMeta) metav1.ObjectMeta {
+	out := metav1.ObjectMeta{
+		Name: m.GetName(), Namespace: m.GetNamespace(), UID: types.UID(m.GetUid()),
+		Labels: m.GetLabels(), Annotations: m.GetAnnotations(), Generation: m.GetGeneration(),
+	}
+	if rv := m.GetResourceVersion(); rv != 0 {
+		out.ResourceVersion = strconv.FormatUint(rv, 10)
+	}
+	return out
+}
+
+func structInto(s *structpb.Struct, v any) error {
+	if s == nil || len(s.GetFields()) == 0 {
+		return nil
+	}
+	data, err := s.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
+}
+
+// PodSpecStruct encodes a v1.PodSpec as a spec Struct.
+func PodSpecStruct(spec *v1.PodSpec) (*structpb.Struct, error) {
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	out := &structpb.Struct{}
+	if err := out.UnmarshalJSON(data); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

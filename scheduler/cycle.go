@@ -1,0 +1,364 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Decision is what one cycle decided and why: the node (empty when none
+// fits), the nodes looked at, each rejection reason with how many nodes it
+// ruled out, and the best scores per plugin. It is what a Bound event
+// records (see Record) and what a replay compares.
+type Decision struct {
+	Pod     string
+	Profile string
+	Node    string
+	// SnapshotSequence is the projection sequence the snapshot reflected;
+	// StartIndex the node index where filtering began (kube-scheduler
+	// rotates it from pod to pod), NextStartIndex where the next cycle
+	// begins.
+	SnapshotSequence uint64
+	StartIndex       int
+	NextStartIndex   int
+	// NumNodes is the snapshot's size, Evaluated how many nodes were
+	// filtered, Feasible how many passed.
+	NumNodes  int
+	Evaluated int
+	Feasible  int
+	// Rejections counts nodes by rejection reason; RejectedBy by plugin.
+	Rejections map[string]int
+	RejectedBy map[string]int
+	// Scores are each score plugin's best nodes (weighted, normalized), and
+	// Totals the best sums; at most TopScores each.
+	Scores []PluginScores
+	Totals []NodeScore
+	// Versions are the profile's plugins and their versions.
+	Versions map[string]string
+	// Nominated is a node a PostFilter plugin named.
+	Nominated string
+	// Status says why Node is empty: Unschedulable (with Message), or
+	// Error when a plugin failed.
+	Status *Status
+}
+
+// PluginScores is one score plugin's top nodes.
+type PluginScores struct {
+	Plugin string
+	Weight int64
+	Top    []NodeScore
+}
+
+// TopScores is how many nodes a decision keeps per plugin.
+const TopScores = 3
+
+// Message is the Kubernetes-style explanation of an unschedulable pod:
+// "0/1000 nodes are available: 400 Insufficient memory, 600 node(s) had
+// untolerated taint {dedicated: gpu}."
+func (d *Decision) Message() string {
+	if d.Status != nil && d.Status.Code == Error {
+		return "running " + d.Status.Plugin + ": " + d.Status.Message()
+	}
+	if d.Node != "" {
+		return ""
+	}
+	return FitMessage(d.NumNodes, d.Rejections)
+}
+
+// FitMessage formats rejection counts as kube-scheduler does: each
+// "<count> <reason>", sorted as strings.
+func FitMessage(numNodes int, rejections map[string]int) string {
+	msg := fmt.Sprintf("0/%d nodes are available", numNodes)
+	if len(rejections) > 0 {
+		msg += ": " + RejectionSummary(rejections)
+	}
+	return msg + "."
+}
+
+// RejectionSummary is "<count> <reason>" for each reason, sorted as
+// strings and joined with commas.
+func RejectionSummary(rejections map[string]int) string {
+	parts := make([]string, 0, len(rejections))
+	for reason, n := range rejections {
+		parts = append(parts, fmt.Sprintf("%d %s", n, reason))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+// Cycle runs one scheduling cycle for pod over state.Snapshot with profile
+// p, filtering from node index start. It reads nothing else: the same
+// inputs give the same decision (plugins are expected to be deterministic,
+// and ties between equal scores are broken by a hash of pod and node).
+func Cycle(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, start int) *Decision {
+	snap := state.Snapshot
+	d := &Decision{Pod: pod.Key, Profile: p.Name, SnapshotSequence: snap.Sequence, NumNodes: len(snap.Nodes),
+		Rejections: map[string]int{}, RejectedBy: map[string]int{}, Versions: p.Versions()}
+	if n := len(snap.Nodes); n > 0 {
+		start %= n
+	} else {
+		start = 0
+	}
+	d.StartIndex, d.NextStartIndex = start, start
+
+	for _, pl := range p.PreFilter {
+		st := pl.PreFilter(ctx, state, pod)
+		switch {
+		case st.IsSuccess():
+		case st.IsSkip():
+			state.skipFilter[pl.Name()] = true
+		case st.IsRejected():
+			st.Plugin = pl.Name()
+			for _, r := range st.Reasons {
+				d.Rejections[r] += len(snap.Nodes)
+			}
+			d.RejectedBy[pl.Name()] += len(snap.Nodes)
+			d.Status = st
+			return d
+		default:
+			st.Plugin = pl.Name()
+			d.Status = st
+			return d
+		}
+	}
+	if len(snap.Nodes) == 0 {
+		d.Status = NewStatus(Unschedulable, "no nodes available to schedule pods")
+		return d
+	}
+
+	feasible, rejected, errSt := filter(ctx, p, state, pod, d)
+	if errSt != nil {
+		d.Status = errSt
+		return d
+	}
+	d.Feasible = len(feasible)
+	if len(feasible) == 0 {
+		for _, pl := range p.PostFilter {
+			node, st := pl.PostFilter(ctx, state, pod, rejected)
+			if st.IsSuccess() && node != "" {
+				d.Nominated = node
+				break
+			}
+		}
+		d.Status = NewStatus(Unschedulable, FitMessage(d.NumNodes, d.Rejections))
+		return d
+	}
+	if len(feasible) == 1 {
+		d.Node = feasible[0].Name()
+		d.Totals = []NodeScore{{Name: d.Node}}
+		return d
+	}
+	if st := score(ctx, p, state, pod, feasible, d); st != nil {
+		d.Status = st
+		return d
+	}
+	return d
+}
+
+// filter runs the Filter plugins over nodes from d.StartIndex in blocks,
+// in parallel within a block, until enough feasible nodes are found. Which
+// nodes count does not depend on goroutine timing: the feasible nodes are
+// taken in node order, and the block's surplus is dropped.
+func filter(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, d *Decision) ([]*NodeInfo, map[string]*Status, *Status) {
+	nodes := state.Snapshot.Nodes
+	n := len(nodes)
+	want := p.numFeasibleNodesToFind(n)
+	block := max(want, 64)
+	statuses := make([]*Status, n)
+	var feasible []*NodeInfo
+	done := 0
+	for done < n && len(feasible) < want {
+		size := min(block, n-done)
+		base := done
+		var firstErr atomic.Pointer[Status]
+		parallelize(p.Parallelism, size, func(i int) {
+			idx := (d.StartIndex + base + i) % n
+			st := runFilters(ctx, p, state, pod, nodes[idx])
+			if st != nil && st.Code == Error {
+				firstErr.CompareAndSwap(nil, st)
+			}
+			statuses[base+i] = st
+		})
+		if st := firstErr.Load(); st != nil {
+			return nil, nil, st
+		}
+		for i := 0; i < size; i++ {
+			done++
+			if statuses[base+i].IsSuccess() {
+				feasible = append(feasible, nodes[(d.StartIndex+base+i)%n])
+				if len(feasible) == want {
+					break
+				}
+			}
+		}
+	}
+	d.Evaluated = done
+	d.NextStartIndex = (d.StartIndex + done) % n
+	var rejected map[string]*Status
+	if len(feasible) == 0 {
+		rejected = make(map[string]*Status, done)
+	}
+	for i := 0; i < done; i++ {
+		st := statuses[i]
+		if st.IsSuccess() {
+			continue
+		}
+		for _, r := range st.Reasons {
+			d.Rejections[r]++
+		}
+		d.RejectedBy[st.Plugin]++
+		if rejected != nil {
+			rejected[nodes[(d.StartIndex+i)%n].Name()] = st
+		}
+	}
+	return feasible, rejected, nil
+}
+
+func runFilters(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, node *NodeInfo) *Status {
+	for _, pl := range p.Filter {
+		if state.skipFilter[pl.Name()] {
+			continue
+		}
+		st := pl.Filter(ctx, state, pod, node)
+		if !st.IsSuccess() {
+			if st.Code == Skip {
+				continue
+			}
+			st.Plugin = pl.Name()
+			return st
+		}
+	}
+	return nil
+}
+
+func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nodes []*NodeInfo, d *Decision) *Status {
+	for _, pl := range p.PreScore {
+		st := pl.PreScore(ctx, state, pod, nodes)
+		switch {
+		case st.IsSuccess():
+		case st.IsSkip():
+			state.skipScore[pl.Name()] = true
+		default:
+			st.Plugin = pl.Name()
+			return st
+		}
+	}
+	totals := make([]int64, len(nodes))
+	for _, ws := range p.Score {
+		pl := ws.Plugin
+		if state.skipScore[pl.Name()] {
+			continue
+		}
+		scores := make([]NodeScore, len(nodes))
+		var firstErr atomic.Pointer[Status]
+		parallelize(p.Parallelism, len(nodes), func(i int) {
+			s, st := pl.Score(ctx, state, pod, nodes[i])
+			if !st.IsSuccess() {
+				st.Plugin = pl.Name()
+				firstErr.CompareAndSwap(nil, st)
+			}
+			scores[i] = NodeScore{Name: nodes[i].Name(), Score: s}
+		})
+		if st := firstErr.Load(); st != nil {
+			return st
+		}
+		if nz, ok := pl.(NormalizeScorePlugin); ok {
+			if st := nz.NormalizeScore(ctx, state, pod, scores); !st.IsSuccess() {
+				st.Plugin = pl.Name()
+				return st
+			}
+		}
+		for i := range scores {
+			if scores[i].Score < MinNodeScore || scores[i].Score > MaxNodeScore {
+				return &Status{Code: Error, Plugin: pl.Name(), Reasons: []string{fmt.Sprintf("score %d for node %s is outside [%d, %d]", scores[i].Score, scores[i].Name, MinNodeScore, MaxNodeScore)}}
+			}
+			scores[i].Score *= ws.Weight
+			totals[i] += scores[i].Score
+		}
+		d.Scores = append(d.Scores, PluginScores{Plugin: pl.Name(), Weight: ws.Weight, Top: top(scores, pod.Key)})
+	}
+	all := make([]NodeScore, len(nodes))
+	for i, n := range nodes {
+		all[i] = NodeScore{Name: n.Name(), Score: totals[i]}
+	}
+	d.Totals = top(all, pod.Key)
+	d.Node = d.Totals[0].Name
+	return nil
+}
+
+// top returns the best TopScores of scores, best first; equal scores are
+// ordered by a hash of pod and node, so that ties spread pods over nodes
+// and still replay the same way.
+func top(scores []NodeScore, pod string) []NodeScore {
+	type ranked struct {
+		NodeScore
+		tie uint64
+	}
+	best := make([]ranked, 0, TopScores+1)
+	for _, s := range scores {
+		r := ranked{s, tieBreak(pod, s.Name)}
+		i := len(best)
+		for i > 0 && (best[i-1].Score < r.Score || (best[i-1].Score == r.Score && best[i-1].tie < r.tie)) {
+			i--
+		}
+		if i >= TopScores {
+			continue
+		}
+		best = append(best, ranked{})
+		copy(best[i+1:], best[i:])
+		best[i] = r
+		if len(best) > TopScores {
+			best = best[:TopScores]
+		}
+	}
+	out := make([]NodeScore, len(best))
+	for i, r := range best {
+		out[i] = r.NodeScore
+	}
+	return out
+}
+
+func tieBreak(pod, node string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(pod))
+	h.Write([]byte{0})
+	h.Write([]byte(node))
+	return h.Sum64()
+}
+
+// parallelize calls fn(0..n-1) on up to workers goroutines.
+func parallelize(workers, n int, fn func(i int)) {
+	if workers <= 0 {
+		workers = 16
+	}
+	// Small pieces of work cost less inline than a goroutine hand-off.
+	if n < 32 || workers == 1 {
+		for i := 0; i < n; i++ {
+			fn(i)
+		}
+		return
+	}
+	workers = min(workers, (n+15)/16)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(workers)
+	for w := 0; w < workers; w++ {
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(16)) - 16
+				if i >= n {
+					return
+				}
+				for j := i; j < min(i+16, n); j++ {
+					fn(j)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

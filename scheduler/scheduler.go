@@ -1,0 +1,475 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/reconcilers"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// Appender appends Bound events; each entry succeeds or fails on its own.
+type Appender interface {
+	AppendAsync(ctx context.Context, entries []events.Entry) ([]events.Result, []error)
+}
+
+// State is the projection the scheduler follows for nodes and pods.
+type State interface {
+	Watch(q projections.Query, from uint64) (<-chan projections.Change, func(), error)
+	Seq() uint64
+}
+
+var (
+	_ Appender = (*events.Log)(nil)
+	_ State    = (*projections.Store)(nil)
+)
+
+// Options configure a Scheduler.
+type Options struct {
+	Log   Appender
+	State State
+	// Profiles by schedulerName; nil is the default profile.
+	Profiles map[string]*Profile
+	// Instance names this process in the Bound events' actor
+	// ("scheduler/<profile>@<instance>"); default host-pid.
+	Instance string
+	// BatchSize bounds the Bound events appended together (default 256).
+	BatchSize int
+	Now       func() time.Time
+	Logger    *slog.Logger
+}
+
+// Scheduler schedules pods one cycle at a time. Cycles run one after
+// another (each sees the placements of the ones before it, assumed), Filter
+// and Score run in parallel inside a cycle, and Bound appends are pipelined
+// in batches so that concurrent Schedule calls share round trips.
+type Scheduler struct {
+	cfg   Options
+	cache *Cache
+
+	cycleMu sync.Mutex
+	cycle   uint64
+	start   int
+
+	watches []*watch // guarded by cycleMu
+	started atomic.Bool
+
+	binds chan *bindRequest
+
+	unschedMu sync.Mutex
+	unsched   map[projections.Key]bool // pods last found unschedulable
+}
+
+// New validates cfg and returns a scheduler; Start must run for Schedule to
+// make progress.
+func New(cfg Options) (*Scheduler, error) {
+	if cfg.Log == nil || cfg.State == nil {
+		return nil, errors.New("scheduler: log and state are required")
+	}
+	if cfg.Profiles == nil {
+		p, err := DefaultConfig().Build(DefaultRegistry())
+		if err != nil {
+			return nil, err
+		}
+		cfg.Profiles = p
+	}
+	if cfg.Instance == "" {
+		host, _ := os.Hostname()
+		cfg.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 256
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Scheduler{cfg: cfg, cache: NewCache(), watches: []*watch{{kind: "Node"}, {kind: "Pod"}},
+		binds: make(chan *bindRequest, cfg.BatchSize*4), unsched: map[projections.Key]bool{}}, nil
+}
+
+// Cache is the scheduler's cache (for tests and benchmarks).
+func (s *Scheduler) Cache() *Cache { return s.cache }
+
+// Start runs the binder until ctx ends. The cache follows the projection
+// at the start of each cycle (see sync), not in the background, so a cycle
+// always sees every node and pod change the projection had when it began.
+func (s *Scheduler) Start(ctx context.Context) error {
+	s.started.Store(true)
+	err := s.bindLoop(ctx)
+	s.cycleMu.Lock()
+	defer s.cycleMu.Unlock()
+	for _, w := range s.watches {
+		if w.stop != nil {
+			w.stop()
+		}
+	}
+	return err
+}
+
+// watch is the cache's watch of one kind.
+type watch struct {
+	kind    string
+	ch      <-chan projections.Change
+	stop    func()
+	from    uint64
+	pending *projections.Change // the first change past the last sync's sequence
+}
+
+func (w *watch) open(st State) error {
+	for {
+		ch, stop, err := st.Watch(projections.Query{Kind: w.kind}, w.from)
+		if errors.Is(err, projections.ErrGone) && w.from != 0 {
+			// The store no longer holds the changes since from: list
+			// again. (Objects deleted meanwhile stay in the cache until
+			// they change; a restart clears them.)
+			w.from = 0
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("scheduler: watch %s: %w", w.kind, err)
+		}
+		w.ch, w.stop = ch, stop
+		return nil
+	}
+}
+
+// sync brings the cache to exactly the projection's current sequence for
+// nodes and pods: the store hands each change to its watchers before its
+// sequence moves, so every change up to the sequence read here is already
+// buffered in the watches; changes past it wait for the next sync. So a
+// decision's snapshot is the state at one log sequence (plus assumed
+// pods), which a replay can rebuild. The caller holds cycleMu.
+func (s *Scheduler) sync() (uint64, error) {
+	for _, w := range s.watches {
+		if w.ch == nil {
+			if err := w.open(s.cfg.State); err != nil {
+				return 0, err
+			}
+		}
+	}
+	target := s.cfg.State.Seq()
+	for _, w := range s.watches {
+	drain:
+		for {
+			if w.pending != nil {
+				if w.pending.Sequence > target {
+					break drain
+				}
+				s.apply(w.kind, *w.pending)
+				w.pending = nil
+			}
+			select {
+			case c, ok := <-w.ch:
+				if !ok {
+					// The watcher fell behind and was dropped: resume.
+					w.ch = nil
+					if err := w.open(s.cfg.State); err != nil {
+						return 0, err
+					}
+					target = max(target, s.cfg.State.Seq())
+					continue
+				}
+				if c.Sequence != 0 {
+					w.from = c.Sequence
+				}
+				if c.Sequence > target {
+					w.pending = &c
+					break drain
+				}
+				s.apply(w.kind, c)
+			default:
+				break drain
+			}
+		}
+	}
+	s.cache.SetSequence(target)
+	return target, nil
+}
+
+func (s *Scheduler) apply(kind string, c projections.Change) {
+	switch kind {
+	case "Node":
+		if c.Type == projections.Deleted {
+			s.cache.RemoveNode(c.Key.Name)
+			return
+		}
+		node, err := NodeFromObject(c.Object)
+		if err != nil {
+			s.cfg.Logger.Warn("scheduler: node ignored", "node", c.Key.Name, "err", err)
+			s.cache.RemoveNode(c.Key.Name)
+			return
+		}
+		s.cache.SetNode(node, c.Object.GetMetadata().GetResourceVersion())
+	case "Pod":
+		key := c.Key.Namespace + "/" + c.Key.Name
+		if c.Type == projections.Deleted || c.Object.GetStatus().GetGoal() == projections.GoalDeleted {
+			s.cache.RemovePod(key)
+			s.unschedMu.Lock()
+			delete(s.unsched, c.Key)
+			s.unschedMu.Unlock()
+			return
+		}
+		pod, err := PodFromObject(c.Object)
+		if err != nil {
+			s.cache.RemovePod(key)
+			return
+		}
+		s.cache.SetPod(pod, c.Object.GetMetadata().GetResourceVersion())
+	}
+}
+
+// PodScheduled is the condition type Schedule reports, as in Kubernetes.
+const PodScheduled = "PodScheduled"
+
+// Schedule runs one cycle for an unbound pod and appends its Bound event,
+// or returns the status that says why it cannot be placed (phase Pending,
+// a PodScheduled=False condition with reason Unschedulable and the
+// kube-scheduler message). A pod that is bound already, or that names
+// another scheduler, is left alone.
+func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcilers.Result, error) {
+	if !s.started.Load() {
+		return reconcilers.Result{}, errors.New("scheduler: not started")
+	}
+	pod, err := PodFromObject(obj)
+	if err != nil {
+		return reconcilers.Result{}, reconcilers.Terminal(err)
+	}
+	if pod.Spec.NodeName != "" {
+		return reconcilers.Result{}, nil
+	}
+	name := pod.Spec.SchedulerName
+	if name == "" || name == v1.DefaultSchedulerName {
+		name = DefaultSchedulerName
+	}
+	prof := s.cfg.Profiles[name]
+	if prof == nil {
+		return reconcilers.Result{Phase: "Pending", Message: fmt.Sprintf("waiting for scheduler %q", name)}, nil
+	}
+	pi := NewPodInfo(pod)
+	key := projections.ObjectKey(obj)
+
+	d, state, cycle, assumed, err := s.runCycle(ctx, prof, pi)
+	if err != nil {
+		return reconcilers.Result{}, err
+	}
+	if d.Node == "" {
+		if d.Status != nil && d.Status.Code == Error {
+			return reconcilers.Result{}, fmt.Errorf("schedule %s: %s", pi.Key, d.Message())
+		}
+		s.unschedMu.Lock()
+		s.unsched[key] = true
+		s.unschedMu.Unlock()
+		msg := d.Message()
+		return reconcilers.Result{Phase: "Pending", Message: msg, Conditions: []*schemas.Condition{
+			{Type: PodScheduled, Status: "False", Reason: "Unschedulable", Message: msg}}}, nil
+	}
+	if st := s.reserveAndPermit(ctx, prof, state, pi, d.Node); !st.IsSuccess() {
+		s.cache.Forget(pi.Key)
+		msg := fmt.Sprintf("%s rejected node %s: %s", st.Plugin, d.Node, st.Message())
+		return reconcilers.Result{Phase: "Pending", Message: msg, Conditions: []*schemas.Condition{
+			{Type: PodScheduled, Status: "False", Reason: "Unschedulable", Message: msg}}}, nil
+	}
+	if err := s.bind(ctx, prof, state, obj, pi, d, cycle, assumed); err != nil {
+		s.unreserve(ctx, prof, state, pi, d.Node)
+		s.cache.Forget(pi.Key)
+		if errors.Is(err, events.ErrConflict) {
+			// The pod changed since it was read; its new version runs
+			// again.
+			return reconcilers.Result{}, nil
+		}
+		return reconcilers.Result{}, err
+	}
+	s.unschedMu.Lock()
+	delete(s.unsched, key)
+	s.unschedMu.Unlock()
+	return reconcilers.Result{Phase: "Pending", Message: "bound to node " + d.Node, Conditions: []*schemas.Condition{
+		{Type: PodScheduled, Status: "True", Reason: "Scheduled", Message: "bound to node " + d.Node}}}, nil
+}
+
+// runCycle runs the cycle under the cycle lock and assumes its placement,
+// so the next cycle counts it.
+func (s *Scheduler) runCycle(ctx context.Context, prof *Profile, pi *PodInfo) (*Decision, *CycleState, uint64, []AssumedPod, error) {
+	s.cycleMu.Lock()
+	defer s.cycleMu.Unlock()
+	if _, err := s.sync(); err != nil {
+		return nil, nil, 0, nil, err
+	}
+	s.cycle++
+	assumed := s.cache.Assumed()
+	state := NewCycleState(s.cache.Snapshot(), s.cycle)
+	d := Cycle(ctx, prof, state, pi, s.start)
+	s.start = d.NextStartIndex
+	if d.Node != "" {
+		s.cache.Assume(pi, d.Node)
+	}
+	return d, state, s.cycle, assumed, nil
+}
+
+func (s *Scheduler) reserveAndPermit(ctx context.Context, p *Profile, state *CycleState, pi *PodInfo, node string) *Status {
+	for i, pl := range p.Reserve {
+		if st := pl.Reserve(ctx, state, pi, node); !st.IsSuccess() {
+			st.Plugin = pl.Name()
+			for j := i - 1; j >= 0; j-- {
+				p.Reserve[j].Unreserve(ctx, state, pi, node)
+			}
+			return st
+		}
+	}
+	for _, pl := range p.Permit {
+		if st := pl.Permit(ctx, state, pi, node); !st.IsSuccess() {
+			st.Plugin = pl.Name()
+			s.unreserve(ctx, p, state, pi, node)
+			return st
+		}
+	}
+	return nil
+}
+
+func (s *Scheduler) unreserve(ctx context.Context, p *Profile, state *CycleState, pi *PodInfo, node string) {
+	for i := len(p.Reserve) - 1; i >= 0; i-- {
+		p.Reserve[i].Unreserve(ctx, state, pi, node)
+	}
+}
+
+type bindRequest struct {
+	entry events.Entry
+	done  chan error
+}
+
+func (s *Scheduler) bind(ctx context.Context, p *Profile, state *CycleState, obj *schemas.Object, pi *PodInfo, d *Decision, cycle uint64, assumed []AssumedPod) error {
+	for _, pl := range p.Bind {
+		st := pl.Bind(ctx, state, pi, d.Node)
+		if st.IsSkip() {
+			continue
+		}
+		if !st.IsSuccess() {
+			st.Plugin = pl.Name()
+			return st
+		}
+		return nil
+	}
+	ev, err := BoundEvent(obj, d, cycle, assumed)
+	if err != nil {
+		return err
+	}
+	ev.Actor = "scheduler/" + p.Name + "@" + s.cfg.Instance
+	ev.Time = timestamppb.New(s.cfg.Now())
+	req := &bindRequest{entry: events.Entry{Event: ev, Expect: obj.GetMetadata().GetResourceVersion()}, done: make(chan error, 1)}
+	select {
+	case s.binds <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// BoundEvent is the Bound event of a decision: the pod's spec with nodeName
+// set, the decision in detail.
+func BoundEvent(obj *schemas.Object, d *Decision, cycle uint64, assumed []AssumedPod) (*schemas.Event, error) {
+	spec := proto.CloneOf(obj.GetSpec())
+	if spec == nil {
+		spec = &structpb.Struct{}
+	}
+	if spec.Fields == nil {
+		spec.Fields = map[string]*structpb.Value{}
+	}
+	spec.Fields["nodeName"] = structpb.NewStringValue(d.Node)
+	detail, err := Record(d, cycle, assumed)
+	if err != nil {
+		return nil, err
+	}
+	key := projections.ObjectKey(obj)
+	return &schemas.Event{
+		Type: schemas.EventType_EVENT_TYPE_BOUND, Key: key.Proto(),
+		Object: &schemas.Object{ApiVersion: obj.GetApiVersion(), Kind: obj.GetKind(),
+			Metadata: &schemas.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Uid: obj.GetMetadata().GetUid()}, Spec: spec},
+		Detail: detail,
+	}, nil
+}
+
+// bindLoop appends queued Bound events: whatever is queued when the last
+// append finished goes out together (up to BatchSize), pipelined.
+func (s *Scheduler) bindLoop(ctx context.Context) error {
+	batch := make([]*bindRequest, 0, s.cfg.BatchSize)
+	for {
+		batch = batch[:0]
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case r := <-s.binds:
+			batch = append(batch, r)
+		}
+	fill:
+		for len(batch) < s.cfg.BatchSize {
+			select {
+			case r := <-s.binds:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		entries := make([]events.Entry, len(batch))
+		for i, r := range batch {
+			entries[i] = r.entry
+		}
+		_, errs := s.cfg.Log.AppendAsync(ctx, entries)
+		for i, r := range batch {
+			var err error
+			if errs != nil {
+				err = errs[i]
+			}
+			r.done <- err
+		}
+	}
+}
+
+// Requeue is the queueing hint: the unbound pods that a change of rec may
+// let fit. A node that appears or changes may fit any pod found
+// unschedulable; a pod that is deleted or finishes frees room. It runs with
+// the projection locked and does not call it.
+func (s *Scheduler) Requeue(rec *schemas.ObjectRecord) []projections.Key {
+	if rec == nil {
+		return nil
+	}
+	switch rec.GetKind() {
+	case "Node":
+	case "Pod":
+		phase := ""
+		if d := rec.GetStatus().GetDetails(); d != nil {
+			phase = d.GetFields()["phase"].GetStringValue()
+		}
+		if rec.GetStatus().GetGoal() != projections.GoalDeleted && phase != string(v1.PodSucceeded) && phase != string(v1.PodFailed) {
+			return nil
+		}
+	default:
+		return nil
+	}
+	s.unschedMu.Lock()
+	defer s.unschedMu.Unlock()
+	out := make([]projections.Key, 0, len(s.unsched))
+	for k := range s.unsched {
+		out = append(out, k)
+	}
+	return out
+}

@@ -1,0 +1,254 @@
+package scheduler
+
+import (
+	"sort"
+	"sync/atomic"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Resources is an amount of each resource, in the units kube-scheduler
+// counts: millicores, bytes, pods.
+type Resources struct {
+	MilliCPU         int64
+	Memory           int64
+	EphemeralStorage int64
+	Pods             int64
+	// Scalar holds extended resources (nvidia.com/gpu, hugepages-2Mi…).
+	Scalar map[v1.ResourceName]int64
+}
+
+// Add adds r2 to r.
+func (r *Resources) Add(r2 Resources) {
+	r.MilliCPU += r2.MilliCPU
+	r.Memory += r2.Memory
+	r.EphemeralStorage += r2.EphemeralStorage
+	r.Pods += r2.Pods
+	for k, v := range r2.Scalar {
+		if r.Scalar == nil {
+			r.Scalar = map[v1.ResourceName]int64{}
+		}
+		r.Scalar[k] += v
+	}
+}
+
+// Sub subtracts r2 from r.
+func (r *Resources) Sub(r2 Resources) {
+	r.MilliCPU -= r2.MilliCPU
+	r.Memory -= r2.Memory
+	r.EphemeralStorage -= r2.EphemeralStorage
+	r.Pods -= r2.Pods
+	for k, v := range r2.Scalar {
+		if r.Scalar == nil {
+			r.Scalar = map[v1.ResourceName]int64{}
+		}
+		r.Scalar[k] -= v
+	}
+}
+
+func (r Resources) clone() Resources {
+	out := r
+	if r.Scalar != nil {
+		out.Scalar = make(map[v1.ResourceName]int64, len(r.Scalar))
+		for k, v := range r.Scalar {
+			out.Scalar[k] = v
+		}
+	}
+	return out
+}
+
+// ResourcesOf converts a ResourceList.
+func ResourcesOf(list v1.ResourceList) Resources {
+	var r Resources
+	for name, q := range list {
+		r.set(name, q)
+	}
+	return r
+}
+
+func (r *Resources) set(name v1.ResourceName, q resource.Quantity) {
+	switch name {
+	case v1.ResourceCPU:
+		r.MilliCPU = q.MilliValue()
+	case v1.ResourceMemory:
+		r.Memory = q.Value()
+	case v1.ResourceEphemeralStorage:
+		r.EphemeralStorage = q.Value()
+	case v1.ResourcePods:
+		r.Pods = q.Value()
+	default:
+		if r.Scalar == nil {
+			r.Scalar = map[v1.ResourceName]int64{}
+		}
+		r.Scalar[name] = q.Value()
+	}
+}
+
+// max sets each resource of r to the larger of r and r2.
+func (r *Resources) max(r2 Resources) {
+	r.MilliCPU = max(r.MilliCPU, r2.MilliCPU)
+	r.Memory = max(r.Memory, r2.Memory)
+	r.EphemeralStorage = max(r.EphemeralStorage, r2.EphemeralStorage)
+	for k, v := range r2.Scalar {
+		if r.Scalar == nil {
+			r.Scalar = map[v1.ResourceName]int64{}
+		}
+		r.Scalar[k] = max(r.Scalar[k], v)
+	}
+}
+
+// Scoring counts a container without requests as this much, as
+// kube-scheduler does, so that many best-effort pods do not all land on one
+// node.
+const (
+	DefaultMilliCPURequest int64 = 100
+	DefaultMemoryRequest   int64 = 200 * 1024 * 1024
+)
+
+// PodInfo is a pod as plugins see it, with its requests computed once.
+type PodInfo struct {
+	Pod *v1.Pod
+	// Key is "namespace/name".
+	Key string
+	// Requests is what the pod takes from a node: the larger of its
+	// containers' sum and its largest init container, plus overhead; one pod.
+	Requests Resources
+	// NonZero is Requests with the scoring defaults for containers that
+	// request no cpu or memory.
+	NonZero Resources
+}
+
+// NewPodInfo computes a pod's requests.
+func NewPodInfo(pod *v1.Pod) *PodInfo {
+	var req, nz, initMax Resources
+	for _, c := range pod.Spec.Containers {
+		cr := ResourcesOf(c.Resources.Requests)
+		req.Add(cr)
+		if _, ok := c.Resources.Requests[v1.ResourceCPU]; !ok {
+			cr.MilliCPU = DefaultMilliCPURequest
+		}
+		if _, ok := c.Resources.Requests[v1.ResourceMemory]; !ok {
+			cr.Memory = DefaultMemoryRequest
+		}
+		nz.MilliCPU += cr.MilliCPU
+		nz.Memory += cr.Memory
+	}
+	for _, c := range pod.Spec.InitContainers {
+		initMax.max(ResourcesOf(c.Resources.Requests))
+	}
+	req.max(initMax)
+	nz.MilliCPU = max(nz.MilliCPU, initMax.MilliCPU)
+	nz.Memory = max(nz.Memory, initMax.Memory)
+	if pod.Spec.Overhead != nil {
+		o := ResourcesOf(pod.Spec.Overhead)
+		req.Add(o)
+		nz.MilliCPU += o.MilliCPU
+		nz.Memory += o.Memory
+	}
+	req.Pods = 1
+	nz.Pods = 1
+	return &PodInfo{Pod: pod, Key: pod.Namespace + "/" + pod.Name, Requests: req, NonZero: nz}
+}
+
+// NodeInfo is a node and the pods counted on it. A NodeInfo in a Snapshot
+// is immutable: the cache builds a new one when the node or its pods change.
+type NodeInfo struct {
+	Node *v1.Node
+	// Revision is the node object's resourceVersion (its log sequence).
+	Revision uint64
+	// Allocatable is what pods may take. Pods is 0 when the node states no
+	// pod limit.
+	Allocatable Resources
+	// Requested sums the requests of the pods on the node, bound or
+	// assumed; NonZeroRequested the same with the scoring defaults.
+	Requested        Resources
+	NonZeroRequested Resources
+	// Pods are the pods on the node, ordered by key.
+	Pods []*PodInfo
+	// Generation changes whenever the NodeInfo does (node revision or
+	// pods); plugins that cache per node key on it.
+	Generation uint64
+}
+
+// Name is the node's name.
+func (n *NodeInfo) Name() string { return n.Node.Name }
+
+// NewNodeInfo builds a NodeInfo for node with pods.
+func NewNodeInfo(node *v1.Node, rev uint64, pods ...*PodInfo) *NodeInfo {
+	alloc := ResourcesOf(node.Status.Allocatable)
+	if len(node.Status.Allocatable) == 0 {
+		alloc = ResourcesOf(node.Status.Capacity)
+	}
+	ni := &NodeInfo{Node: node, Revision: rev, Allocatable: alloc, Generation: generation.Add(1)}
+	for _, p := range pods {
+		ni.addPod(p)
+	}
+	ni.sortPods()
+	return ni
+}
+
+func (n *NodeInfo) addPod(p *PodInfo) {
+	n.Pods = append(n.Pods, p)
+	n.Requested.Add(p.Requests)
+	n.NonZeroRequested.Add(p.NonZero)
+}
+
+func (n *NodeInfo) sortPods() {
+	sort.Slice(n.Pods, func(i, j int) bool { return n.Pods[i].Key < n.Pods[j].Key })
+}
+
+// withPod returns a copy of n with p added.
+func (n *NodeInfo) withPod(p *PodInfo) *NodeInfo {
+	c := *n
+	c.Pods = append(append(make([]*PodInfo, 0, len(n.Pods)+1), n.Pods...), p)
+	c.Requested = n.Requested.clone()
+	c.NonZeroRequested = n.NonZeroRequested.clone()
+	c.Requested.Add(p.Requests)
+	c.NonZeroRequested.Add(p.NonZero)
+	c.sortPods()
+	c.Generation = generation.Add(1)
+	return &c
+}
+
+var generation atomic.Uint64
+
+// Snapshot is the nodes one cycle sees, in a fixed order (by name), with
+// the pods bound or assumed on each. It is immutable.
+type Snapshot struct {
+	Nodes  []*NodeInfo
+	byName map[string]int
+	// Sequence is the projection sequence the snapshot reflects (assumed
+	// pods aside).
+	Sequence uint64
+}
+
+// NewSnapshot orders nodes by name and indexes them.
+func NewSnapshot(seq uint64, nodes []*NodeInfo) *Snapshot {
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name() < nodes[j].Name() })
+	s := &Snapshot{Nodes: nodes, byName: make(map[string]int, len(nodes)), Sequence: seq}
+	for i, n := range nodes {
+		s.byName[n.Name()] = i
+	}
+	return s
+}
+
+// Get returns the node named name, or nil.
+func (s *Snapshot) Get(name string) *NodeInfo {
+	if i, ok := s.byName[name]; ok {
+		return s.Nodes[i]
+	}
+	return nil
+}
+
+// WithPod returns a snapshot where p is added on node (a copy of the node's
+// NodeInfo; the rest is shared).
+func (s *Snapshot) WithPod(node string, p *PodInfo) *Snapshot {
+	i, ok := s.byName[node]
+	if !ok {
+		return s
+	}
+	nodes := append([]*NodeInfo(nil), s.Nodes...)
+	nodes[i] = nodes[i].withPod(p)
+	return &Snapshot{Nodes: nodes, byName: s.byName, Sequence: s.Sequence}
+}

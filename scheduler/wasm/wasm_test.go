@@ -1,0 +1,148 @@
+package wasm
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/jetplane/jetplane/scheduler"
+)
+
+// The native twins of the example guests.
+type nativeLabelFilter struct{}
+
+func (nativeLabelFilter) Name() string { return "labelfilter" }
+func (nativeLabelFilter) Filter(_ context.Context, _ *scheduler.CycleState, pod *scheduler.PodInfo, node *scheduler.NodeInfo) *scheduler.Status {
+	for k, v := range pod.Pod.Spec.NodeSelector {
+		if node.Node.Labels[k] != v {
+			return scheduler.NewStatus(scheduler.UnschedulableAndUnresolvable, "node(s) didn't match the pod's labels")
+		}
+	}
+	return nil
+}
+
+type nativeNodeNumber struct{}
+
+func (nativeNodeNumber) Name() string { return "nodenumber" }
+func (nativeNodeNumber) Score(_ context.Context, _ *scheduler.CycleState, pod *scheduler.PodInfo, node *scheduler.NodeInfo) (int64, *scheduler.Status) {
+	a, b := pod.Pod.Name, node.Name()
+	if a != "" && b != "" && a[len(a)-1] >= '0' && a[len(a)-1] <= '9' && a[len(a)-1] == b[len(b)-1] {
+		return 100, nil
+	}
+	return 0, nil
+}
+
+func loadGuest(tb testing.TB, name string) scheduler.Plugin {
+	tb.Helper()
+	p, err := Load(context.Background(), name, args(tb, name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { p.(Closer).Close() })
+	return p
+}
+
+var revision uint64
+
+func randomCase(rng *rand.Rand, i int) (*v1.Pod, []*scheduler.NodeInfo) {
+	vals := []string{"a", "b", "c"}
+	keys := []string{"zone", "disk", "tier"}
+	var nodes []*scheduler.NodeInfo
+	for j := 0; j < 3+rng.IntN(10); j++ {
+		labels := map[string]string{}
+		for _, k := range keys {
+			if rng.IntN(3) > 0 {
+				labels[k] = vals[rng.IntN(len(vals))]
+			}
+		}
+		n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", rng.IntN(1000)), Labels: labels}}
+		// A revision names one version of a node: a fresh one per case.
+		revision++
+		nodes = append(nodes, scheduler.NewNodeInfo(n, revision))
+	}
+	sel := map[string]string{}
+	for _, k := range keys {
+		if rng.IntN(3) == 0 {
+			sel[k] = vals[rng.IntN(len(vals))]
+		}
+	}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%d", i), Namespace: "default"}, Spec: v1.PodSpec{NodeSelector: sel}}
+	return pod, dedupe(nodes)
+}
+
+func dedupe(nodes []*scheduler.NodeInfo) []*scheduler.NodeInfo {
+	seen := map[string]bool{}
+	var out []*scheduler.NodeInfo
+	for _, n := range nodes {
+		if !seen[n.Name()] {
+			seen[n.Name()] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// TestNativeAndWasmPlaceIdentically runs the same filter and scorer written
+// natively and as guests on 10,000 random cases.
+func TestNativeAndWasmPlaceIdentically(t *testing.T) {
+	native := &scheduler.Profile{Name: "native", Parallelism: 4}
+	native.AddPlugin(nativeLabelFilter{}, 1)
+	native.AddPlugin(nativeNodeNumber{}, 1)
+	guest := &scheduler.Profile{Name: "wasm", Parallelism: 4}
+	guest.AddPlugin(loadGuest(t, "labelfilter"), 1)
+	guest.AddPlugin(loadGuest(t, "nodenumber"), 1)
+
+	rng := rand.New(rand.NewPCG(7, 7))
+	placed := 0
+	for i := 0; i < 10000; i++ {
+		pod, nodes := randomCase(rng, i)
+		snap := scheduler.NewSnapshot(uint64(i), nodes)
+		pi := scheduler.NewPodInfo(pod)
+		start := rng.IntN(20)
+		a := scheduler.Cycle(context.Background(), native, scheduler.NewCycleState(snap, uint64(i+1)), pi, start)
+		b := scheduler.Cycle(context.Background(), guest, scheduler.NewCycleState(snap, uint64(i+1)), pi, start)
+		if a.Node != b.Node || a.Message() != b.Message() || fmt.Sprint(a.Totals) != fmt.Sprint(b.Totals) {
+			t.Fatalf("case %d: native %q %q %v, wasm %q %q %v", i, a.Node, a.Message(), a.Totals, b.Node, b.Message(), b.Totals)
+		}
+		if a.Node != "" {
+			placed++
+		}
+	}
+	if placed < 1000 || placed > 9000 {
+		t.Fatalf("%d of 10000 cases placed: the cases do not exercise both outcomes", placed)
+	}
+}
+
+// TestFaultyGuestsFailCleanly: a guest that traps, loops or exhausts its
+// memory fails the call with a reason, and the next calls work.
+func TestFaultyGuestsFailCleanly(t *testing.T) {
+	for _, tc := range []struct{ guest, want string }{
+		{"trap", "guest failed"},
+		{"loop", "past its 200ms budget"},
+		{"hog", "its instance was replaced"}, // out of memory, or past the budget on a slow machine
+	} {
+		t.Run(tc.guest, func(t *testing.T) {
+			prof := &scheduler.Profile{Name: tc.guest}
+			prof.AddPlugin(loadGuest(t, tc.guest), 1)
+			nodes := []*scheduler.NodeInfo{scheduler.NewNodeInfo(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, 1)}
+			snap := scheduler.NewSnapshot(1, nodes)
+			for round := 0; round < 2; round++ {
+				bad := scheduler.NewPodInfo(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default"}})
+				d := scheduler.Cycle(context.Background(), prof, scheduler.NewCycleState(snap, uint64(10*round+1)), bad, 0)
+				if d.Node != "" || d.Status == nil || d.Status.Code != scheduler.Error || !strings.Contains(d.Message(), tc.want) {
+					t.Fatalf("bad pod: node %q status %v, want an Error with %q", d.Node, d.Status, tc.want)
+				}
+				good := scheduler.NewPodInfo(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "good", Namespace: "default"}})
+				d = scheduler.Cycle(context.Background(), prof, scheduler.NewCycleState(snap, uint64(10*round+2)), good, 0)
+				if d.Node != "n1" {
+					t.Fatalf("after a failed call, good pod: node %q status %v", d.Node, d.Status)
+				}
+			}
+		})
+	}
+}
