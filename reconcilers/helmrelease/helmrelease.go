@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"helm.sh/helm/v3/pkg/chartutil"
 
 	"github.com/jetplane/jetplane/projections"
@@ -200,8 +202,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 	if err != nil {
 		return reconcilers.Result{}, reconcilers.Terminal(err)
 	}
-	if _, err := r.cfg.Writer.Apply(ctx, r.cfg.Actor, children); err != nil {
-		return reconcilers.Result{}, fmt.Errorf("write children: %w", err)
+	// Most runs follow a child's status change and find every child as
+	// rendered: then the gate is not asked at all.
+	if !r.inState(children) {
+		if _, err := r.cfg.Writer.Apply(ctx, r.cfg.Actor, children); err != nil {
+			return reconcilers.Result{}, fmt.Errorf("write children: %w", err)
+		}
 	}
 	want := map[projections.Key]bool{}
 	for _, c := range children {
@@ -442,6 +448,25 @@ func (r *Reconciler) summary(children []*schemas.Object, pruning int, released s
 	msg += "; waiting for " + strings.Join(list, ", ")
 	conds = append(conds, &schemas.Condition{Type: reconcilers.ConditionReady, Status: "False", Reason: "ChildrenNotReady", Message: msg})
 	return reconcilers.Result{Phase: PhaseProgressing, Message: msg, Conditions: conds}
+}
+
+// inState reports whether current state holds every child exactly as
+// given (what the gate would find unchanged).
+func (r *Reconciler) inState(children []*schemas.Object) bool {
+	for _, c := range children {
+		cur := r.cfg.State.Get(projections.ObjectKey(c))
+		if cur == nil || cur.GetStatus().GetGoal() == projections.GoalDeleted || cur.GetApiVersion() != c.GetApiVersion() ||
+			!proto.Equal(cur.GetSpec(), c.GetSpec()) || !sameMeta(cur.GetMetadata(), c.GetMetadata()) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameMeta(cur, want *schemas.ObjectMeta) bool {
+	return cur.GetGroup() == want.GetGroup() && maps.Equal(cur.GetLabels(), want.GetLabels()) &&
+		maps.Equal(cur.GetAnnotations(), want.GetAnnotations()) && slices.EqualFunc(cur.GetDependsOn(), want.GetDependsOn(),
+		func(a, b *schemas.ObjectKey) bool { return proto.Equal(a, b) }) && len(cur.GetFinalizers()) == len(want.GetFinalizers())
 }
 
 // owned reports whether o carries release's owner labels.
