@@ -410,21 +410,27 @@ func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (reconci
 	}, nil
 }
 
-// summary is the release's status: Ready when every child is.
+// summary is the release's status: Ready when every child is. While
+// children are on their way the message stays the same (a release of 100
+// children would otherwise write a status for each one that turns Ready);
+// it names the children that are missing or failing, which is what
+// changes it.
 func (r *Reconciler) summary(children []*schemas.Object, pruning int, released string, unsupported []string) reconcilers.Result {
-	var notReady []string
+	var failing []string
+	pending := 0
 	for _, c := range children {
 		k := projections.ObjectKey(c)
 		cur := r.cfg.State.Get(k)
 		switch {
 		case cur == nil:
-			notReady = append(notReady, k.String()+" (missing)")
+			failing = append(failing, k.String()+" (missing)")
 		case r.cfg.Reconciled(k.Kind) && !reconcilers.IsReady(cur):
-			why := cur.GetStatus().GetPhase()
-			if why == "" {
-				why = "pending"
+			switch phase := cur.GetStatus().GetPhase(); phase {
+			case reconcilers.PhaseError, reconcilers.PhaseFailed:
+				failing = append(failing, k.String()+" ("+phase+": "+cur.GetStatus().GetMessage()+")")
+			default:
+				pending++
 			}
-			notReady = append(notReady, k.String()+" ("+why+")")
 		}
 	}
 	conds := []*schemas.Condition{{Type: ConditionReleased, Status: "True", Reason: "Rendered", Message: released}}
@@ -432,20 +438,22 @@ func (r *Reconciler) summary(children []*schemas.Object, pruning int, released s
 		conds = append(conds, &schemas.Condition{Type: ConditionHooks, Status: "False", Reason: "Unsupported",
 			Message: "not run (jetplane does not run hooks or tests): " + strings.Join(unsupported, "; ")})
 	}
-	ready := len(children) - len(notReady)
-	msg := fmt.Sprintf("%s; %d/%d children Ready", released, ready, len(children))
-	if pruning > 0 {
-		msg += fmt.Sprintf("; pruning %d", pruning)
-	}
-	if len(notReady) == 0 {
+	if len(failing) == 0 && pending == 0 {
+		msg := fmt.Sprintf("%s; %d/%d children Ready", released, len(children), len(children))
+		if pruning > 0 {
+			msg += fmt.Sprintf("; pruning %d", pruning)
+		}
 		return reconcilers.Result{Phase: reconcilers.PhaseReady, Message: msg, Conditions: conds}
 	}
-	const show = 5
-	list := notReady
-	if len(list) > show {
-		list = append(slices.Clone(list[:show]), fmt.Sprintf("and %d more", len(notReady)-show))
+	msg := released + "; children progressing"
+	if len(failing) > 0 {
+		const show = 5
+		list := failing
+		if len(list) > show {
+			list = append(slices.Clone(list[:show]), fmt.Sprintf("and %d more", len(failing)-show))
+		}
+		msg += "; not Ready: " + strings.Join(list, ", ")
 	}
-	msg += "; waiting for " + strings.Join(list, ", ")
 	conds = append(conds, &schemas.Condition{Type: reconcilers.ConditionReady, Status: "False", Reason: "ChildrenNotReady", Message: msg})
 	return reconcilers.Result{Phase: PhaseProgressing, Message: msg, Conditions: conds}
 }
