@@ -35,7 +35,16 @@ var (
 	// stored within the dedupe window: the batch was a retry of one that
 	// landed, and nothing new was stored.
 	ErrDuplicate = errors.New("batch already stored")
+	// ErrStorageFull means the log's server has no room for the event:
+	// nothing was written.
+	ErrStorageFull = errors.New("the log's storage is full: free disk space where NATS stores the log, or raise its storage limit (a server computes its limit from the free space when it starts, so restart it after freeing space); nothing was written")
 )
+
+// isStorageFullCode reports the server's "insufficient resources" and
+// "storage resources exceeded" codes.
+func isStorageFullCode(code int) bool {
+	return code == codeInsufficientResources || code == codeStorageExceeded
+}
 
 const (
 	hdrMsgID        = "Nats-Msg-Id"
@@ -225,8 +234,19 @@ func (e *apiError) err() error {
 	if e.ErrCode == codeAtomicDuplicate {
 		return fmt.Errorf("%w (%s)", ErrDuplicate, e.Description)
 	}
+	if isStorageFullCode(e.ErrCode) {
+		return fmt.Errorf("%w (%s, code %d)", ErrStorageFull, e.Description, e.ErrCode)
+	}
 	return fmt.Errorf("%s (code %d)", e.Description, e.ErrCode)
 }
+
+// The server's codes for a store without room: "insufficient resources"
+// (its storage limit reached) and "insufficient storage resources
+// available" (an account's).
+const (
+	codeInsufficientResources = 10023
+	codeStorageExceeded       = 10047
+)
 
 // codeAtomicDuplicate is the server's "atomic publish batch contains
 // duplicate message id".
@@ -246,6 +266,9 @@ func translate(err error) error {
 		}
 		if apiErr.ErrorCode == jetstream.JSErrCodeMessageNotFound {
 			return ErrNotFound
+		}
+		if isStorageFullCode(int(apiErr.ErrorCode)) {
+			return fmt.Errorf("%w (%s, code %d)", ErrStorageFull, apiErr.Description, apiErr.ErrorCode)
 		}
 	}
 	return err

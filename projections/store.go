@@ -35,6 +35,9 @@ type Store struct {
 	// indexing each step costs more than decoding the event.
 	bulk     bool
 	onChange func(Changed)
+	// kinds holds every kind folded since the store was made, including
+	// kinds no object has any longer (see Kinds).
+	kinds map[string]struct{}
 }
 
 type keySet map[Key]struct{}
@@ -73,6 +76,7 @@ func (s *Store) Apply(ev *schemas.EventRecord) {
 		return
 	}
 	k := KeyOf(ev.Key)
+	s.noteKind(k.Kind)
 	cur := s.objects[k]
 	next := Fold(cur, ev)
 	if next != cur {

@@ -170,3 +170,17 @@ func TestFoldBound(t *testing.T) {
 		t.Fatalf("Bound changed more than the spec: %v", got)
 	}
 }
+
+func TestKindsOutliveTheirObjects(t *testing.T) {
+	s := NewStore(StoreOptions{})
+	k := &schemas.ObjectKey{Kind: "Widget.example.com", Namespace: "a", Name: "w"}
+	s.Apply(&schemas.EventRecord{Sequence: 1, Type: schemas.EventType_EVENT_TYPE_APPLIED, Key: k,
+		Object: &schemas.ObjectRecord{Metadata: &schemas.ObjectMeta{Name: "w", Namespace: "a"}}})
+	s.Apply(&schemas.EventRecord{Sequence: 2, Type: schemas.EventType_EVENT_TYPE_FINALIZED, Key: k})
+	if s.Len() != 0 {
+		t.Fatalf("the object is still there after Finalized")
+	}
+	if got := s.Kinds(); len(got) != 1 || got[0] != "Widget.example.com" {
+		t.Fatalf("Kinds() = %v, want [Widget.example.com]", got)
+	}
+}

@@ -3,6 +3,7 @@ package reconcilers_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -72,4 +73,63 @@ func TestFailedStatusWriteBacksOff(t *testing.T) {
 		return ready(e.store, "w0") && e.store.Get(key("w0")).Metadata.Generation == 2
 	})
 	t.Logf("%d runs during the outage", during)
+}
+
+// droppingLog's partition reads can end with a delivery dropped on the
+// way, as a read that fails drops what the client had buffered: the log
+// sends it again only after the consumer's AckWait (5 minutes).
+type droppingLog struct {
+	*events.Log
+	drop atomic.Bool // drop the next delivery and end its read
+}
+
+var errReadEnded = errors.New("injected: read ended with deliveries buffered")
+
+func (l *droppingLog) Consume(ctx context.Context, opts events.ConsumerOptions, fn func(events.Delivery)) error {
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	dropped := false
+	err := l.Log.Consume(rctx, opts, func(d events.Delivery) {
+		if dropped {
+			return
+		}
+		if l.drop.CompareAndSwap(true, false) {
+			dropped = true
+			cancel()
+			return
+		}
+		fn(d)
+	})
+	if dropped && ctx.Err() == nil {
+		return errReadEnded
+	}
+	return err
+}
+
+// A trigger lost with a read that ended is recovered within seconds, not
+// after AckWait: the partition's keys are enqueued again.
+func TestTriggerDroppedWithAReadIsRecovered(t *testing.T) {
+	var dl *droppingLog
+	c := &counter{runs: map[string]int{}}
+	e := startWith(t, queue.Config{}, func(l *events.Log) reconcilers.Log { dl = &droppingLog{Log: l}; return dl }, c)
+	// w0 and w1 share a partition: w0's delivery makes its read one
+	// that has delivered, w1's is dropped.
+	n := e.log.Partitions()
+	var second string
+	for i := 1; second == ""; i++ {
+		if name := fmt.Sprint("w", i); events.Partition(key(name).Proto(), n) == events.Partition(key("w0").Proto(), n) {
+			second = name
+		}
+	}
+	e.apply(t, widget("w0", "s"))
+	eventually(t, "w0 Ready", func() bool { return ready(e.store, "w0") })
+	dl.drop.Store(true)
+	e.apply(t, widget(second, "s"))
+	deadline := time.Now().Add(60 * time.Second) // AckWait is 5 minutes
+	for !ready(e.store, second) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not Ready a minute after its trigger was dropped (dropped: %v)", second, !dl.drop.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

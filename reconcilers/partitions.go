@@ -227,17 +227,43 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members
 	// read again soon, for as long as p is held; while an election lasts
 	// every attempt fails: say so at the first and then every tenth. A
 	// read that ran for a minute before failing starts the count again.
-	failures := 0
+	//
+	// A read that ends drops the deliveries the client had buffered but
+	// not handed over, and the server may still send some to its pull
+	// request until that expires (PinnedTTL/2): the log sends them again
+	// only after the consumer's AckWait (minutes). So after a read that
+	// had delivered, every key of p is enqueued again, as at take-over, at
+	// once and once more when no stale pull can receive anything; runs
+	// that find nothing changed write nothing. (During an election
+	// attempts deliver nothing, and nothing is enqueued at every attempt.)
+	ttl := rt.cfg.PinnedTTL
+	if ttl <= 0 {
+		ttl = 4 * time.Second
+	}
+	failures, got := 0, 0
+	count := func(d events.Delivery) {
+		got++
+		rt.trigger(d)
+	}
 	_ = retry.Do(ctx, retry.Constant(250*time.Millisecond), func(_ int, err error, _ time.Duration) {
 		if failures++; retry.Often(failures) {
 			log.Warn("partition consumer stopped; reading it again", "err", err, "attempts", failures)
+		}
+		if got > 0 {
+			got = 0
+			log.Info("partition keys enqueued again after the read ended", "keys", ps.enqueue(p))
+			time.AfterFunc(ttl, func() {
+				if ps.active(p) {
+					ps.enqueue(p)
+				}
+			})
 		}
 	}, func(int) error {
 		began := time.Now()
 		err := rt.cfg.Log.Consume(ctx, events.ConsumerOptions{
 			Name: consumer, Filter: events.PartitionFilter(p),
 			PriorityGroup: priorityGroup, PinnedTTL: rt.cfg.PinnedTTL,
-		}, rt.trigger)
+		}, count)
 		if time.Since(began) > time.Minute {
 			failures = 0
 		}

@@ -81,10 +81,7 @@ func runScenario(t *testing.T, file string) {
 			if err != nil {
 				t.Fatalf("%s: %v", where, err)
 			}
-			name := pod.Spec.SchedulerName
-			if name == "" {
-				name = DefaultSchedulerName
-			}
+			name := ProfileName(pod)
 			p := profiles[name]
 			if p == nil {
 				t.Fatalf("%s: no profile %q", where, name)

@@ -234,6 +234,15 @@ func (s *Scheduler) apply(kind string, c projections.Change) {
 	}
 }
 
+// ProfileName is the profile a pod asks for: its schedulerName, with
+// empty and "default-scheduler" meaning DefaultSchedulerName.
+func ProfileName(pod *v1.Pod) string {
+	if n := pod.Spec.SchedulerName; n != "" && n != v1.DefaultSchedulerName {
+		return n
+	}
+	return DefaultSchedulerName
+}
+
 // PodScheduled is the condition type Schedule reports, as in Kubernetes.
 const PodScheduled = "PodScheduled"
 
@@ -246,6 +255,9 @@ func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcil
 	if !s.started.Load() {
 		return reconcilers.Result{}, errors.New("scheduler: not started")
 	}
+	if obj.GetStatus().GetGoal() == projections.GoalDeleted {
+		return reconcilers.Result{}, nil
+	}
 	pod, err := PodFromObject(obj)
 	if err != nil {
 		return reconcilers.Result{}, reconcilers.Terminal(err)
@@ -253,10 +265,7 @@ func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcil
 	if pod.Spec.NodeName != "" {
 		return reconcilers.Result{}, nil
 	}
-	name := pod.Spec.SchedulerName
-	if name == "" || name == v1.DefaultSchedulerName {
-		name = DefaultSchedulerName
-	}
+	name := ProfileName(pod)
 	prof := s.cfg.Profiles[name]
 	if prof == nil {
 		return reconcilers.Result{Phase: "Pending", Message: fmt.Sprintf("waiting for scheduler %q", name)}, nil
@@ -275,15 +284,11 @@ func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcil
 		s.unschedMu.Lock()
 		s.unsched[key] = true
 		s.unschedMu.Unlock()
-		msg := d.Message()
-		return reconcilers.Result{Phase: "Pending", Message: msg, Conditions: []*schemas.Condition{
-			{Type: PodScheduled, Status: "False", Reason: "Unschedulable", Message: msg}}}, nil
+		return podScheduled(false, "Unschedulable", d.Message()), nil
 	}
 	if st := s.reserveAndPermit(ctx, prof, state, pi, d.Node); !st.IsSuccess() {
 		s.cache.Forget(pi.Key)
-		msg := fmt.Sprintf("%s rejected node %s: %s", st.Plugin, d.Node, st.Message())
-		return reconcilers.Result{Phase: "Pending", Message: msg, Conditions: []*schemas.Condition{
-			{Type: PodScheduled, Status: "False", Reason: "Unschedulable", Message: msg}}}, nil
+		return podScheduled(false, "Unschedulable", fmt.Sprintf("%s rejected node %s: %s", st.Plugin, d.Node, st.Message())), nil
 	}
 	if err := s.bind(ctx, prof, state, obj, pi, d, cycle, assumed); err != nil {
 		s.unreserve(ctx, prof, state, pi, d.Node)
@@ -298,8 +303,23 @@ func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcil
 	s.unschedMu.Lock()
 	delete(s.unsched, key)
 	s.unschedMu.Unlock()
-	return reconcilers.Result{Phase: "Pending", Message: "bound to node " + d.Node, Conditions: []*schemas.Condition{
-		{Type: PodScheduled, Status: "True", Reason: "Scheduled", Message: "bound to node " + d.Node}}}, nil
+	return podScheduled(true, "Scheduled", "bound to node "+d.Node), nil
+}
+
+// podScheduled is the status of a scheduling attempt, the Kubernetes way:
+// phase Pending and a PodScheduled condition, both in jetplane's status
+// and in the v1 PodStatus details.
+func podScheduled(ok bool, reason, msg string) reconcilers.Result {
+	status := "False"
+	if ok {
+		status = "True"
+	}
+	details, _ := structpb.NewStruct(map[string]any{
+		"phase":      string(v1.PodPending),
+		"conditions": []any{map[string]any{"type": PodScheduled, "status": status, "reason": reason, "message": msg}},
+	})
+	return reconcilers.Result{Phase: "Pending", Message: msg, Details: details,
+		Conditions: []*schemas.Condition{{Type: PodScheduled, Status: status, Reason: reason, Message: msg}}}
 }
 
 // runCycle runs the cycle under the cycle lock and assumes its placement,

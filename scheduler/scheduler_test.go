@@ -53,12 +53,25 @@ func TestScheduleAppendsBound(t *testing.T) {
 	if res.Message != want || res.Conditions[0].Reason != "Unschedulable" || res.Conditions[0].Message != want {
 		t.Fatalf("result %+v, want message %q", res, want)
 	}
+	cond := res.Details.GetFields()["conditions"].GetListValue().GetValues()[0].GetStructValue().GetFields()
+	if res.Details.GetFields()["phase"].GetStringValue() != "Pending" || cond["type"].GetStringValue() != PodScheduled ||
+		cond["status"].GetStringValue() != "False" || cond["message"].GetStringValue() != want {
+		t.Fatalf("status details %v, want a v1 PodStatus with PodScheduled=False", res.Details)
+	}
 	// A new node is a hint for b; a pod that is merely updated is not.
 	if keys := c.sched.Requeue(&schemas.ObjectRecord{Kind: "Node"}); len(keys) != 1 || keys[0].Name != "b" {
 		t.Fatalf("Requeue(Node) = %v, want [b]", keys)
 	}
 	if keys := c.sched.Requeue(&schemas.ObjectRecord{Kind: "Pod", Status: &schemas.Status{Goal: "exists"}}); len(keys) != 0 {
 		t.Fatalf("Requeue(Pod) = %v, want none", keys)
+	}
+	// A pod deleted or finished frees room.
+	if keys := c.sched.Requeue(&schemas.ObjectRecord{Kind: "Pod", Status: &schemas.Status{Goal: "deleted"}}); len(keys) != 1 {
+		t.Fatalf("Requeue(deleted Pod) = %v, want [b]", keys)
+	}
+	finished := &schemas.Status{Goal: "exists", Details: mustStruct(t, map[string]any{"phase": "Succeeded"})}
+	if keys := c.sched.Requeue(&schemas.ObjectRecord{Kind: "Pod", Status: finished}); len(keys) != 1 {
+		t.Fatalf("Requeue(finished Pod) = %v, want [b]", keys)
 	}
 	c.apply(fixtureNode(t, "big", attrs([]string{"cpu=8"}), 0))
 	if _, err := c.sched.Schedule(context.Background(), c.pod("default", "b")); err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -22,6 +23,35 @@ type Client struct {
 	// Token is the bearer token, if the server requires one.
 	Token string
 	HTTP  *http.Client
+	// WatchRetry, when set, hears each failed watch connection and how
+	// long Watch waits before it tries again, so a caller can say why
+	// nothing arrives.
+	WatchRetry func(err error, wait time.Duration)
+}
+
+// ErrUnreachable matches errors of requests that reached no server.
+var ErrUnreachable = errors.New("server unreachable")
+
+// defaultHTTP bounds the time to connect and to the first byte of an
+// answer, so a server that is down or hung is an error, not a hang. Bodies
+// may stream for as long as they last (watches).
+var defaultHTTP = &http.Client{Transport: &http.Transport{
+	Proxy:                 http.ProxyFromEnvironment,
+	DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	TLSHandshakeTimeout:   5 * time.Second,
+	ResponseHeaderTimeout: 2 * time.Minute,
+	MaxIdleConnsPerHost:   4,
+	IdleConnTimeout:       90 * time.Second,
+}}
+
+func unreachable(base string, err error) error {
+	// The innermost cause says it best ("connection refused", "i/o
+	// timeout"); the URL is already in the message.
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		err = op.Err
+	}
+	return fmt.Errorf("%w: cannot reach the jetplane server at %s (%v); is `jetplane serve` running there? Set the address with --server or JETPLANE_SERVER", ErrUnreachable, base, err)
 }
 
 // APIError is an error answered by the server.
@@ -35,11 +65,14 @@ func (e *APIError) Error() string { return e.ErrorResponse.Error }
 // Query narrows lists and watches; empty fields match everything.
 type Query struct {
 	Kind, Namespace, Group, LabelSelector string
+	// FieldSelector selects on metadata.name, metadata.namespace and
+	// status.phase (=, ==, !=, comma-separated).
+	FieldSelector string
 }
 
 func (q Query) values() url.Values {
 	v := url.Values{}
-	for k, s := range map[string]string{"kind": q.Kind, "namespace": q.Namespace, "group": q.Group, "labelSelector": q.LabelSelector} {
+	for k, s := range map[string]string{"kind": q.Kind, "namespace": q.Namespace, "group": q.Group, "labelSelector": q.LabelSelector, "fieldSelector": q.FieldSelector} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -59,7 +92,7 @@ func (c *Client) httpClient() *http.Client {
 	if c.HTTP != nil {
 		return c.HTTP
 	}
-	return http.DefaultClient
+	return defaultHTTP
 }
 
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body io.Reader, hdr http.Header, out any) error {
@@ -79,7 +112,10 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	}
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w (is `jetplane serve` running there?)", method, path, err)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return unreachable(c.BaseURL, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
@@ -187,6 +223,9 @@ func (c *Client) Watch(ctx context.Context, q Query, from uint64, fn func(WatchE
 			return err
 		case err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
 			// A network error: retry after a pause, as the stream would.
+			if c.WatchRetry != nil {
+				c.WatchRetry(err, time.Second)
+			}
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -213,7 +252,7 @@ func (c *Client) watchOnce(ctx context.Context, q Query, from *uint64, fn func(W
 	}
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
-		return err
+		return unreachable(c.BaseURL, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
@@ -239,4 +278,52 @@ func (c *Client) watchOnce(ctx context.Context, q Query, from *uint64, fn func(W
 		return err
 	}
 	return io.EOF
+}
+
+// ApplyDryRun checks manifests as Apply would and reports what it would do,
+// with each object as it would be stored and as it is now; nothing is
+// written.
+func (c *Client) ApplyDryRun(ctx context.Context, source string, manifests []byte) (*ApplyResponse, error) {
+	q := url.Values{"dryRun": {"true"}}
+	if source != "" {
+		q.Set("source", source)
+	}
+	var out ApplyResponse
+	return &out, c.do(ctx, http.MethodPost, "/v1/apply", q, bytes.NewReader(manifests), http.Header{"Content-Type": {"application/yaml"}}, &out)
+}
+
+// DeleteOptions tune Delete.
+type DeleteOptions struct {
+	// Cascade "orphan" deletes a Namespace without its contents.
+	Cascade string
+}
+
+// DeleteWith requests deletion of one object; a Namespace takes its
+// contents with it unless opts.Cascade is "orphan".
+func (c *Client) DeleteWith(ctx context.Context, k Key, opts DeleteOptions) (*ApplyResponse, error) {
+	v := keyValues(k)
+	if opts.Cascade != "" {
+		v.Set("cascade", opts.Cascade)
+	}
+	var out ApplyResponse
+	return &out, c.do(ctx, http.MethodDelete, "/v1/object", v, nil, nil, &out)
+}
+
+// Kinds lists the kinds the server knows by name.
+func (c *Client) Kinds(ctx context.Context) (*KindsResponse, error) {
+	var out KindsResponse
+	return &out, c.do(ctx, http.MethodGet, "/v1/kinds", nil, nil, nil, &out)
+}
+
+// Version describes the server and its log.
+func (c *Client) Version(ctx context.Context) (*Version, error) {
+	var out Version
+	return &out, c.do(ctx, http.MethodGet, "/v1/version", nil, nil, nil, &out)
+}
+
+// Describe returns one object with its dependencies, dependents, last
+// events and reconciler.
+func (c *Client) Describe(ctx context.Context, k Key) (*DescribeResponse, error) {
+	var out DescribeResponse
+	return &out, c.do(ctx, http.MethodGet, "/v1/describe", keyValues(k), nil, nil, &out)
 }

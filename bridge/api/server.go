@@ -62,6 +62,16 @@ type Config struct {
 	// Tokens maps bearer tokens to user names. Empty disables
 	// authentication: every request acts as "anonymous".
 	Tokens map[string]string
+	// Reconciler names what reconciles objects of kind ("" when nothing
+	// does: they are stored only); nil means nothing reconciles any kind.
+	Reconciler func(kind string) string
+	// Version describes the server for GET /v1/version.
+	Version Version
+	// Console serves the web console at /; nil serves none.
+	Console http.Handler
+	// Partitions reports which instance holds each partition of the
+	// reconcilers' key space; nil when unknown.
+	Partitions func(ctx context.Context) (map[int]string, error)
 	// Registerer receives the API's metrics; Gatherer serves /metrics.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
@@ -112,6 +122,7 @@ func New(cfg Config) (*Server, error) {
 	s.route("GET /v1/state", s.state)
 	s.route("GET /v1/watch", s.watch)
 	s.route("GET /v1/clusters", s.clusters)
+	s.routeCLI()
 	s.route("PUT /v1/charts/{name}/{version}", s.putChart)
 	s.route("GET /v1/backup", s.backup)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
@@ -122,7 +133,14 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		// No route: answer 404 or 405 in JSON like every other error.
+		s.noRoute(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 type handler func(w http.ResponseWriter, r *http.Request, actor string) error
 
@@ -152,9 +170,9 @@ func (s *Server) route(pattern string, h handler) {
 		var err error
 		if !ok {
 			err = httpError(http.StatusUnauthorized, "missing or unknown bearer token; pass one with --token or JETPLANE_TOKEN")
-		} else if ready := s.cfg.Ready(); ready != nil && name != "/v1/history" && name != "/v1/clusters" {
+		} else if ready := s.cfg.Ready(); ready != nil && name != "/v1/history" && name != "/v1/clusters" && name != "/v1/version" {
 			err = httpError(http.StatusServiceUnavailable, "not ready: "+ready.Error())
-		} else {
+		} else if err = s.resolveKind(r, name); err == nil {
 			err = h(sw, r, actor)
 		}
 		if err != nil {
@@ -224,6 +242,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		resp.Error = fmt.Sprintf("request body is over %d bytes; split the manifests into several applies", tooBig.Limit)
 	case errors.Is(err, gate.ErrInvalid):
 		code = http.StatusBadRequest
+	case errors.Is(err, gate.ErrIdempotencyMismatch):
+		code = http.StatusUnprocessableEntity
 	case errors.Is(err, gate.ErrNotFound), errors.Is(err, events.ErrNotFound):
 		code = http.StatusNotFound
 	case errors.Is(err, events.ErrConflict):
@@ -268,7 +288,12 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, actor string) err
 	if len(objs) == 0 {
 		return httpError(http.StatusBadRequest, "no objects in the request body; send one or more manifests (YAML or JSON)")
 	}
-	outcomes, err := s.cfg.Gate.Apply(r.Context(), actor, objs, r.Header.Get("Idempotency-Key"))
+	var outcomes []gate.Outcome
+	if r.URL.Query().Get("dryRun") == "true" {
+		outcomes, err = s.cfg.Gate.DryRun(r.Context(), actor, objs)
+	} else {
+		outcomes, err = s.cfg.Gate.Apply(r.Context(), actor, objs, r.Header.Get("Idempotency-Key"))
+	}
 	if err != nil {
 		return err
 	}
@@ -284,6 +309,7 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, actor string) err
 			w.Header().Set("Preference-Applied", "return=minimal")
 		} else {
 			resp.Results[i].Object = rawObject(o.Object)
+			resp.Results[i].Previous = rawObject(o.Previous)
 		}
 	}
 	return writeJSON(w, resp)
@@ -371,7 +397,12 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, _ string) error {
 	if err != nil {
 		return err
 	}
+	fs, err := fieldParam(r)
+	if err != nil {
+		return err
+	}
 	objs, seq := s.cfg.Store.List(q)
+	objs = fs.filter(objs)
 	for i, o := range objs {
 		objs[i] = s.withNextRun(o)
 	}
@@ -390,6 +421,9 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, actor string) er
 	k, err := keyParam(r)
 	if err != nil {
 		return err
+	}
+	if cascade := r.URL.Query().Get("cascade"); k.Kind == "Namespace" && k.Namespace == "" && cascade != "orphan" {
+		return s.deleteNamespace(w, r, actor, k)
 	}
 	out, err := s.cfg.Gate.Delete(r.Context(), actor, k, r.Header.Get("Idempotency-Key"))
 	if err != nil {
@@ -442,8 +476,12 @@ func (s *Server) state(w http.ResponseWriter, r *http.Request, _ string) error {
 	if err != nil {
 		return err
 	}
+	fs, err := fieldParam(r)
+	if err != nil {
+		return err
+	}
 	objs, _ := st.List(q)
-	return writeJSON(w, listResponse(objs, seq))
+	return writeJSON(w, listResponse(fs.filter(objs), seq))
 }
 
 // clusters lists the watched Kubernetes clusters. It answers while the
@@ -474,6 +512,19 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, _ string) error {
 			return httpError(http.StatusBadRequest, fmt.Sprintf("resourceVersion: %q is not a sequence number", rv))
 		}
 	}
+	fs, err := fieldParam(r)
+	if err != nil {
+		return err
+	}
+	// The current objects first, oldest change first, each with its own
+	// resourceVersion as its id (see byResourceVersion), then the changes
+	// after the list.
+	var initial []*schemas.Object
+	if from == 0 {
+		initial, from = s.cfg.Store.List(q)
+		initial = fs.filter(initial)
+		byResourceVersion(initial)
+	}
 	changes, stop, err := s.cfg.Store.Watch(q, from)
 	if err != nil {
 		return err
@@ -484,6 +535,16 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, _ string) error {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	if flusher != nil {
+		flusher.Flush()
+	}
+	for _, o := range initial {
+		k, rv := projections.ObjectKey(o), o.GetMetadata().GetResourceVersion()
+		data, _ := json.Marshal(WatchEvent{Type: string(projections.Added), ResourceVersion: rv, Key: wireKey(k), Object: rawObject(o)})
+		if _, err := fmt.Fprintf(w, "event: %s\nid: %d\ndata: %s\n\n", projections.Added, rv, data); err != nil {
+			return nil
+		}
+	}
+	if flusher != nil && len(initial) > 0 {
 		flusher.Flush()
 	}
 	keepalive := time.NewTicker(15 * time.Second)
@@ -501,6 +562,9 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, _ string) error {
 				// Fell behind: end the stream; the client resumes from the
 				// last id it saw.
 				return nil
+			}
+			if !fs.matches(c.Object) {
+				continue
 			}
 			data, _ := json.Marshal(WatchEvent{Type: string(c.Type), ResourceVersion: c.Sequence, Key: wireKey(c.Key), Object: rawObject(c.Object)})
 			if _, err := fmt.Fprintf(w, "event: %s\nid: %d\ndata: %s\n\n", c.Type, c.Sequence, data); err != nil {

@@ -17,6 +17,8 @@ type ApplyResult struct {
 	Key    Key             `json:"key"`
 	Action string          `json:"action"`
 	Object json.RawMessage `json:"object,omitempty"`
+	// Previous is the object before the change; dry runs only.
+	Previous json.RawMessage `json:"previous,omitempty"`
 	// ResourceVersion is the object's version after the write, in the
 	// brief answer (Prefer: return=minimal) that leaves Object out.
 	ResourceVersion uint64 `json:"resourceVersion,omitempty,string"`
@@ -144,4 +146,72 @@ func DecodeObject(raw json.RawMessage) (*schemas.Object, error) {
 func DecodeEvent(raw json.RawMessage) (*schemas.Event, error) {
 	ev := new(schemas.Event)
 	return ev, protojson.Unmarshal(raw, ev)
+}
+
+// KindsResponse answers GET /v1/kinds.
+type KindsResponse struct {
+	Kinds []KindInfo `json:"kinds"`
+}
+
+// KindInfo is one kind, as `jetplane api-resources` lists it.
+type KindInfo struct {
+	Kind  string `json:"kind"`
+	Group string `json:"group,omitempty"`
+	// Name is the kind as keys hold it: Kind.group, or Kind.
+	Name       string   `json:"name"`
+	Plural     string   `json:"plural"`
+	ShortNames []string `json:"shortNames,omitempty"`
+	Namespaced bool     `json:"namespaced"`
+	// Objects is how many objects of the kind exist now.
+	Objects int `json:"objects"`
+	// Seen is whether the log has events of the kind.
+	Seen bool `json:"seen"`
+	// Reconciler names what reconciles the kind; empty: stored only.
+	Reconciler string `json:"reconciler,omitempty"`
+}
+
+// Version answers GET /v1/version.
+type Version struct {
+	Version string `json:"version"`
+	// Partitions, Replicas and Durability describe the log.
+	Partitions int    `json:"partitions"`
+	Replicas   int    `json:"replicas"`
+	Durability string `json:"durability"`
+	// DuplicateWindow is how long idempotency keys are remembered.
+	DuplicateWindow string `json:"duplicateWindow,omitempty"`
+}
+
+// DescribeResponse answers GET /v1/describe.
+type DescribeResponse struct {
+	Object json.RawMessage `json:"object"`
+	// Reconciler names what reconciles the object; empty: stored only.
+	Reconciler   string       `json:"reconciler,omitempty"`
+	Dependencies []Dependency `json:"dependencies"`
+	Dependents   []Key        `json:"dependents"`
+	// Events are the object's last events, oldest first.
+	Events []json.RawMessage `json:"events"`
+}
+
+// Dependency is one dependsOn entry and its state.
+type Dependency struct {
+	Key Key `json:"key"`
+	// Ready is the dependency's Ready condition (True, False, Unknown), or
+	// "missing" when it does not exist.
+	Ready string `json:"ready"`
+	Phase string `json:"phase,omitempty"`
+}
+
+// PartitionsResponse answers GET /v1/partitions.
+type PartitionsResponse struct {
+	// Partitions is how many partitions the key space has.
+	Partitions int                  `json:"partitions"`
+	Instances  []InstancePartitions `json:"instances"`
+	// Unheld are partitions no instance holds right now.
+	Unheld []int `json:"unheld"`
+}
+
+// InstancePartitions is one instance and the partitions it holds.
+type InstancePartitions struct {
+	Instance   string `json:"instance"`
+	Partitions []int  `json:"partitions"`
 }

@@ -12,12 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/jetplane/jetplane/bridge/kinds"
 	"github.com/jetplane/jetplane/bridge/manifest"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/projections"
@@ -31,6 +33,9 @@ type Log interface {
 	// KeyVersion finds the last event of a key the projection no longer
 	// holds.
 	KeyVersion(ctx context.Context, k *schemas.ObjectKey) (uint64, error)
+	// History reads a key's events; the gate reads it only when a request
+	// with an idempotency key turns out to be stored already.
+	History(ctx context.Context, k *schemas.ObjectKey) ([]*schemas.Event, error)
 }
 
 // State is the projection the gate reads.
@@ -61,6 +66,9 @@ var (
 	ErrInvalid = errors.New("invalid")
 	// ErrNotFound means the object does not exist.
 	ErrNotFound = errors.New("not found")
+	// ErrIdempotencyMismatch means an idempotency key was used before for
+	// a request with another body (HTTP 422).
+	ErrIdempotencyMismatch = errors.New("idempotency key reused with a different request")
 )
 
 // Config configures a Gate.
@@ -71,6 +79,10 @@ type Config struct {
 	// of kind. Objects of other kinds are finalized as soon as deletion is
 	// requested. Nil means no kind has a finalizer.
 	Finalizes func(kind string) bool
+	// Kinds lists the kinds objects in the log have, which dependsOn
+	// entries resolve against (see package kinds); default: State's own
+	// Kinds method when it has one, else only the built-in kinds.
+	Kinds func() []string
 	// Now is the clock; default time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -91,6 +103,13 @@ func New(cfg Config) (*Gate, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Kinds == nil {
+		if k, ok := cfg.State.(interface{ Kinds() []string }); ok {
+			cfg.Kinds = k.Kinds
+		} else {
+			cfg.Kinds = func() []string { return nil }
+		}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -114,8 +133,11 @@ type Outcome struct {
 	Key    projections.Key
 	Action Action
 	// Object is the object as the projection holds it after the write
-	// (nil once deleted).
+	// (nil once deleted); for a dry run, the object as it would be stored.
 	Object *schemas.Object
+	// Previous is the object before the request (nil when it is new); set
+	// by DryRun.
+	Previous *schemas.Object
 }
 
 // maxAttempts bounds retries after optimistic-concurrency conflicts.
@@ -127,11 +149,8 @@ const maxAttempts = 5
 // atomic chunks, in order). idempotencyKey, when not empty, makes a retried
 // request store nothing twice.
 func (g *Gate) Apply(ctx context.Context, actor string, objs []*schemas.Object, idempotencyKey string) ([]Outcome, error) {
-	keys := make([]projections.Key, len(objs))
-	for i, o := range objs {
-		keys[i] = projections.KeyOf(manifest.KeyOf(o))
-	}
-	if err := g.checkCycles(keys, objs); err != nil {
+	keys, objs, err := g.prepare(objs)
+	if err != nil {
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
@@ -145,6 +164,102 @@ func (g *Gate) Apply(ctx context.Context, actor string, objs []*schemas.Object, 
 			return nil, err
 		}
 	}
+}
+
+// DryRun checks objs as Apply would — validation of dependsOn, cycles
+// against current state, objects being deleted — and reports what Apply
+// would do to each, with the object as it would be stored and as it is now,
+// writing nothing.
+func (g *Gate) DryRun(ctx context.Context, actor string, objs []*schemas.Object) ([]Outcome, error) {
+	keys, objs, err := g.prepare(objs)
+	if err != nil {
+		return nil, err
+	}
+	now := timestamppb.New(g.cfg.Now())
+	outcomes := make([]Outcome, len(objs))
+	for i, o := range objs {
+		cur := g.cfg.State.Get(keys[i])
+		if cur.GetStatus().GetGoal() == projections.GoalDeleted {
+			return nil, invalid("%s is being deleted; apply it again once it is gone", keys[i])
+		}
+		next, action := desired(cur, o, now)
+		if action == Unchanged {
+			next = cur
+		}
+		outcomes[i] = Outcome{Key: keys[i], Action: action, Object: next, Previous: cur}
+	}
+	return outcomes, nil
+}
+
+// prepare resolves each object's dependsOn kinds and rejects cycles. It
+// returns the objects' keys and the objects as they are to be stored (the
+// callers' objects are not modified).
+func (g *Gate) prepare(objs []*schemas.Object) ([]projections.Key, []*schemas.Object, error) {
+	keys := make([]projections.Key, len(objs))
+	for i, o := range objs {
+		keys[i] = projections.KeyOf(manifest.KeyOf(o))
+	}
+	objs, err := g.resolveDependsOn(keys, objs)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := g.checkCycles(keys, objs); err != nil {
+		return nil, nil, err
+	}
+	return keys, objs, nil
+}
+
+// resolveDependsOn rewrites each dependsOn kind to the kind as keys hold it
+// ("deploy" and "Deployment" become "Deployment.apps"), resolving against
+// the kinds in the log and in the request, so that a reference written with
+// a bare kind names the object the reconcilers and the cycle check see.
+// A kind that resolves to nothing in the log or the request is kept as
+// written (its object may come later, in a group not known yet); an
+// ambiguous one is an error.
+func (g *Gate) resolveDependsOn(keys []projections.Key, objs []*schemas.Object) ([]*schemas.Object, error) {
+	var seen []string
+	copied := false
+	for i, o := range objs {
+		cloned := false
+		for j, d := range o.GetMetadata().GetDependsOn() {
+			if seen == nil {
+				seen = g.cfg.Kinds()
+				for _, k := range keys {
+					seen = append(seen, k.Kind)
+				}
+			}
+			kind, err := kinds.Resolve(d.GetKind(), seen)
+			if errors.Is(err, kinds.ErrUnknown) {
+				continue
+			}
+			if err != nil {
+				return nil, invalid("%s: metadata.dependsOn[%d].kind: %v", keys[i], j, err)
+			}
+			if !slices.Contains(seen, kind) {
+				// Nothing of the kind exists yet: which group its object
+				// will have is not known, so the reference stays as written.
+				continue
+			}
+			// A short name of a cluster-scoped kind ("ns") was taken for a
+			// namespaced one when the manifest filled in the namespace.
+			clusterScoped := !kinds.Lookup(kind).Namespaced && d.GetNamespace() != ""
+			if kind == d.GetKind() && !clusterScoped {
+				continue
+			}
+			if !cloned {
+				if !copied {
+					objs, copied = append([]*schemas.Object(nil), objs...), true
+				}
+				o, cloned = proto.CloneOf(o), true
+				objs[i] = o
+			}
+			o.Metadata.DependsOn[j].Kind = kind
+			if clusterScoped {
+				o.Metadata.DependsOn[j].Namespace = ""
+			}
+		}
+	}
+	return objs, nil
 }
 
 func (g *Gate) catchUp(ctx context.Context) error {
@@ -188,9 +303,14 @@ func (g *Gate) applyOnce(ctx context.Context, actor string, keys []projections.K
 		entries = append(entries, events.Entry{Event: ev, Expect: expect})
 		changed = append(changed, i)
 	}
-	last, err := g.write(ctx, entries)
+	last, dup, err := g.write(ctx, entries)
 	if err != nil {
 		return nil, err
+	}
+	if dup {
+		if err := g.sameRequest(ctx, idem, entries); err != nil {
+			return nil, err
+		}
 	}
 	if err := g.cfg.State.WaitFor(ctx, last); err != nil {
 		return nil, fmt.Errorf("wait for the projection to reach %d: %w", last, err)
@@ -223,26 +343,67 @@ func (g *Gate) absentVersion(ctx context.Context, k projections.Key) (*schemas.O
 }
 
 // write appends entries in atomic chunks and returns the last sequence
-// written (or the log head, when a chunk turned out to be a stored retry).
-func (g *Gate) write(ctx context.Context, entries []events.Entry) (uint64, error) {
-	var last uint64
+// written (or the log head, when a chunk turned out to be a stored retry),
+// and whether any chunk was a stored retry.
+func (g *Gate) write(ctx context.Context, entries []events.Entry) (last uint64, dup bool, err error) {
 	for len(entries) > 0 {
 		n := min(len(entries), events.MaxBatch)
 		res, err := g.cfg.Log.AppendBatch(ctx, entries[:n])
 		switch {
 		case errors.Is(err, events.ErrDuplicate):
 			// The same idempotency key landed before: nothing to add.
+			dup = true
 			if last, err = g.cfg.Log.LastSequence(ctx); err != nil {
-				return 0, err
+				return 0, dup, err
 			}
 		case err != nil:
-			return 0, err
+			return 0, dup, err
 		default:
 			last = res[len(res)-1].Sequence
+			for _, r := range res {
+				dup = dup || r.Duplicate
+			}
 		}
 		entries = entries[n:]
 	}
-	return last, nil
+	return last, dup, nil
+}
+
+// sameRequest checks that the events an earlier request with idempotency
+// key idem stored carry what entries carry; a different body under the same
+// key is ErrIdempotencyMismatch, not a retry. The log remembers event ids
+// for its duplicate window (events.Config.DuplicateWindow, 2 minutes by
+// default); after it, a key is free again (decision 0020).
+func (g *Gate) sameRequest(ctx context.Context, idem string, entries []events.Entry) error {
+	for _, e := range entries {
+		evs, err := g.cfg.Log.History(ctx, e.Event.GetKey())
+		if err != nil {
+			return err
+		}
+		for _, stored := range evs {
+			if stored.GetId() != e.Event.GetId() {
+				continue
+			}
+			if !sameBody(stored.GetObject(), e.Event.GetObject()) {
+				return fmt.Errorf("%w: key %q was used for a request with another %s; use a new key for a new request",
+					ErrIdempotencyMismatch, idem, projections.KeyOf(e.Event.GetKey()))
+			}
+		}
+	}
+	return nil
+}
+
+// sameBody compares what a client sent, ignoring what the gate assigns.
+func sameBody(a, b *schemas.Object) bool {
+	strip := func(o *schemas.Object) *schemas.Object {
+		o = proto.CloneOf(o)
+		if m := o.GetMetadata(); m != nil {
+			m.Uid, m.Generation, m.ResourceVersion, m.CreationTime, m.DeletionTime = "", 0, 0, nil, nil
+		}
+		o.Status = nil
+		return o
+	}
+	return proto.Equal(strip(a), strip(b))
 }
 
 // desired computes the object to record for an apply of o over cur, and
@@ -313,7 +474,7 @@ func (g *Gate) deleteOnce(ctx context.Context, actor string, k projections.Key, 
 			Expect: events.AnyVersion,
 		})
 	}
-	last, err := g.write(ctx, entries)
+	last, _, err := g.write(ctx, entries)
 	if err != nil {
 		return Outcome{}, err
 	}

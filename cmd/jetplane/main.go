@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -19,22 +20,19 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := newRoot().ExecuteContext(ctx); err != nil {
-		printError(err)
-		os.Exit(1)
-	}
+	os.Exit(execute(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func printError(err error) {
+func printError(w io.Writer, err error) {
 	var apiErr *api.APIError
 	if errors.As(err, &apiErr) && len(apiErr.Details) > 1 {
-		fmt.Fprintf(os.Stderr, "error: %d problems; nothing was applied:\n", len(apiErr.Details))
+		fmt.Fprintf(w, "error: %d problems; nothing was applied:\n", len(apiErr.Details))
 		for _, d := range apiErr.Details {
-			fmt.Fprintln(os.Stderr, "  -", describeDetail(d))
+			fmt.Fprintln(w, "  -", describeDetail(d))
 		}
 		return
 	}
-	fmt.Fprintln(os.Stderr, "error:", err)
+	fmt.Fprintln(w, "error:", err)
 }
 
 func describeDetail(d api.ErrorDetail) string {
@@ -90,7 +88,9 @@ Start the control plane with 'jetplane serve'; the other commands talk to it.`,
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", envOr("JETPLANE_SERVER", "http://127.0.0.1:7070"), "API server URL (env JETPLANE_SERVER)")
 	root.PersistentFlags().StringVar(&g.token, "token", os.Getenv("JETPLANE_TOKEN"), "bearer token for the API (env JETPLANE_TOKEN)")
-	root.AddCommand(newServe(), newApply(g), newGet(g), newDelete(g), newWatch(g), newHistory(g), newState(g), newClusters(g), newExplain(g),
-		newChart(g), newRollback(g), newTemplate(), newBackup(g), newRestore())
+	root.AddCommand(newServe(), newApply(g), newGet(g), newDelete(g), newWatch(g), newHistory(g), newState(g), newClusters(g), newExplain(g))
+	root.AddCommand(newDescribe(g), newDiff(g), newAPIResources(g), newVersion(g))
+	root.AddCommand(newChart(g), newRollback(g), newTemplate(), newBackup(g), newRestore())
+	finishCommands(root, g)
 	return root
 }

@@ -6,25 +6,29 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/bridge/printer"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
 )
 
 // outputFormat validates -o.
 func outputFormat(o string, allowed ...string) error {
+	var named []string
 	for _, a := range allowed {
 		if o == a {
 			return nil
 		}
+		if a != "" {
+			named = append(named, a)
+		}
 	}
-	return fmt.Errorf("-o: %q is not one of %s", o, strings.Join(allowed, ", "))
+	return usage(fmt.Errorf("-o: %q is not one of %s", o, strings.Join(named, ", ")))
 }
 
 // writeDocs prints JSON documents as JSON (one per line for a stream, an
@@ -94,35 +98,6 @@ func blockStyle(n *yaml.Node) {
 	}
 }
 
-func objectsTable(w io.Writer, objs []*schemas.Object, now time.Time) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tKIND\tNAME\tGOAL\tPHASE\tREADY\tOBSERVED/GEN\tNEXT RUN\tRESOURCEVERSION\tAGE")
-	for _, o := range objs {
-		m, st := o.GetMetadata(), o.GetStatus()
-		next := "-"
-		if t := st.GetNextRunTime(); t != nil {
-			next = "due"
-			if t.AsTime().After(now) {
-				next = "in " + age(t.AsTime(), now)
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%d\t%s\n", dash(m.GetNamespace()), kindOf(o), m.GetName(),
-			dash(st.GetGoal()), dash(st.GetPhase()), readyOf(st), st.GetObservedGeneration(), m.GetGeneration(), next,
-			m.GetResourceVersion(), age(now, m.GetCreationTime().AsTime()))
-	}
-	return tw.Flush()
-}
-
-// readyOf is the Ready condition's status, "-" when none was recorded.
-func readyOf(st *schemas.Status) string {
-	for _, c := range st.GetConditions() {
-		if c.GetType() == "Ready" {
-			return c.GetStatus()
-		}
-	}
-	return "-"
-}
-
 // kindOf is the kind with its API group, as keys name it.
 func kindOf(o *schemas.Object) string { return projections.ObjectKey(o).Kind }
 
@@ -150,35 +125,6 @@ func age(now, t time.Time) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
-// historyTable prints events; withKey adds an OBJECT column, for histories
-// of more than one key.
-func historyTable(w io.Writer, evs []*schemas.Event, withKey bool) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	// Causes are event ids; show the sequence when the cause is in view.
-	seqOf := map[string]uint64{}
-	for _, ev := range evs {
-		seqOf[ev.GetId()] = ev.GetSequence()
-	}
-	object := func(*schemas.Event) string { return "" }
-	if withKey {
-		fmt.Fprint(tw, "OBJECT\t")
-		object = func(ev *schemas.Event) string {
-			k := ev.GetKey()
-			return k.GetKind() + "/" + k.GetNamespace() + "/" + k.GetName() + "\t"
-		}
-	}
-	fmt.Fprintln(tw, "SEQ\tTIME\tTYPE\tACTOR\tGENERATION\tDETAIL\tCAUSE")
-	for _, ev := range evs {
-		cause := ev.GetCause()
-		if seq, ok := seqOf[cause]; ok {
-			cause = fmt.Sprintf("#%d", seq)
-		}
-		fmt.Fprintf(tw, "%s%d\t%s\t%s\t%s\t%s\t%s\t%s\n", object(ev), ev.GetSequence(), ev.GetTime().AsTime().UTC().Format(time.RFC3339),
-			eventType(ev.GetType()), ev.GetActor(), generation(ev), dash(detail(ev)), dash(cause))
-	}
-	return tw.Flush()
-}
-
 // eventType turns EVENT_TYPE_DELETE_REQUESTED into DeleteRequested.
 func eventType(t schemas.EventType) string {
 	s := strings.TrimPrefix(t.String(), "EVENT_TYPE_")
@@ -198,14 +144,6 @@ func generation(ev *schemas.Event) string {
 	return "-"
 }
 
-func detail(ev *schemas.Event) string {
-	st := ev.GetObject().GetStatus()
-	if ev.GetType() == schemas.EventType_EVENT_TYPE_STATUS_CHANGED && st != nil {
-		return strings.TrimSpace(st.GetPhase() + " " + st.GetMessage())
-	}
-	return ""
-}
-
 // printList prints listed objects: JSON or YAML documents, or a table
 // ("No objects found." on stderr when there are none).
 func printList(cmd *cobra.Command, output string, items []json.RawMessage) error {
@@ -217,11 +155,11 @@ func printList(cmd *cobra.Command, output string, items []json.RawMessage) error
 		fmt.Fprintln(cmd.ErrOrStderr(), "No objects found.")
 		return nil
 	}
-	objs, err := decodeObjects(items)
+	its, err := printer.Decode(items, api.DecodeObject)
 	if err != nil {
 		return err
 	}
-	return objectsTable(w, objs, time.Now())
+	return printer.Print(w, its, false, printer.Options{Format: output})
 }
 
 func decodeObjects(raws []json.RawMessage) ([]*schemas.Object, error) {

@@ -141,18 +141,20 @@ func TestWatchFromZero(t *testing.T) {
 	_, c := startApp(t, app.Config{})
 	mustApply(t, c, cm("b", "app: web", "v: '1'")+"---\n"+cm("a", "app: web", "v: '1'"))
 	ch := startWatch(t, c, api.Query{Namespace: "ns"}, 0)
-	initial := expectEvents(t, ch, "ADDED a", "ADDED b")
+	// The initial objects come oldest change first, each with its own
+	// resourceVersion: a stream broken after any of them resumes from its
+	// id and misses nothing (every object not yet sent changed later).
+	initial := expectEvents(t, ch, "ADDED b", "ADDED a")
 	for _, e := range initial {
 		if o := decodeObject(t, e.Object); o.Metadata.Generation != 1 {
 			t.Errorf("%s: object at generation %d, want 1", got(e), o.Metadata.Generation)
 		}
 	}
-	// The initial objects form one list: only its last event carries the
-	// list's resourceVersion (the log head), so a broken stream resumes
-	// with a fresh list rather than skipping objects it never got.
-	if initial[0].ResourceVersion != 0 || initial[1].ResourceVersion != 2 {
-		t.Errorf("initial list resourceVersions = %d, %d; want 0, 2", initial[0].ResourceVersion, initial[1].ResourceVersion)
+	if initial[0].ResourceVersion != 1 || initial[1].ResourceVersion != 2 {
+		t.Errorf("initial list resourceVersions = %d, %d; want 1, 2", initial[0].ResourceVersion, initial[1].ResourceVersion)
 	}
+	resumed := startWatch(t, c, api.Query{Namespace: "ns"}, initial[0].ResourceVersion)
+	expectEvents(t, resumed, "ADDED a")
 	mustApply(t, c, cm("a", "app: web", "v: '2'"))
 	mod := expectEvents(t, ch, "MODIFIED a")[0]
 	if o := decodeObject(t, mod.Object); o.Metadata.Generation != 2 || dataV(o) != "2" {

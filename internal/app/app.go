@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/bridge/console"
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/bridge/kube"
 	"github.com/jetplane/jetplane/events"
@@ -189,6 +190,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.api, err = api.New(api.Config{
 		Gate: a.gate, Store: a.store, Charts: charts, Backup: a.backup, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters, NextRun: a.runtime.NextRun,
 		Tokens: cfg.Tokens, Registerer: reg, Gatherer: reg, Logger: cfg.Logger,
+		Reconciler: a.reconcilerOf, Version: a.version(), Console: console.Handler(), Partitions: a.log.PartitionHolders,
 	}); err != nil {
 		return nil, err
 	}

@@ -124,6 +124,8 @@ type member struct {
 	self string
 }
 
+var _ reconcilers.Members = (*member)(nil)
+
 func (m *member) Self() string { return m.self }
 
 func (m *member) Live() ([]string, <-chan struct{}) {

@@ -25,6 +25,22 @@ func hostStatusReason(ptr, size uint32)
 //go:wasmimport k8s.io/scheduler get_config
 func hostConfig(ptr, limit uint32) uint32
 
+// jetplane_plugins tells the host which extension points the registered
+// plugin implements (1 Filter, 2 Score): the SDK exports both functions
+// for every module, and the host must not call what the plugin lacks.
+//
+//go:wasmexport jetplane_plugins
+func jetplanePlugins() uint32 {
+	var bits uint32
+	if filterPlugin != nil {
+		bits |= 1
+	}
+	if scorePlugin != nil {
+		bits |= 2
+	}
+	return bits
+}
+
 var buf = make([]byte, 16<<10)
 
 // fetch calls a (buf, limit) → len host function, growing the buffer when

@@ -22,8 +22,9 @@ import (
 )
 
 var (
-	benchPods    = flag.Int("sched.pods", 10000, "pods each scheduling benchmark places")
-	benchWorkers = flag.Int("sched.workers", 16, "concurrent Schedule calls, as the runtime's workers make them")
+	benchPods     = flag.Int("sched.pods", 10000, "pods each scheduling benchmark places")
+	benchWorkers  = flag.Int("sched.workers", 64, "concurrent Schedule calls; each waits for its Bound to be acknowledged, so this bounds the binds in flight")
+	benchParallel = flag.Int("sched.parallelism", 0, "goroutines for Filter and Score (0: the default, 16)")
 )
 
 // cluster is a log on embedded NATS, its projection and a started

@@ -102,11 +102,12 @@ func kubeRun(b *testing.B, bin string, nodes, pods int) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	rv := list.ResourceVersion
+	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer w.Stop()
+	defer func() { w.Stop() }()
 
 	dir := b.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
@@ -146,13 +147,21 @@ profiles:
 		select {
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				b.Fatalf("watch ended after %d of %d bindings", len(bound), pods)
+				// The apiserver ends watches now and then: resume.
+				if w, err = cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv}); err != nil {
+					b.Fatalf("watch again after %d of %d bindings: %v", len(bound), pods, err)
+				}
+				continue
 			}
 			if ev.Type != watch.Modified {
 				continue
 			}
 			p, ok := ev.Object.(*v1.Pod)
-			if !ok || p.Spec.NodeName == "" || bound[p.Name] {
+			if !ok {
+				continue
+			}
+			rv = p.ResourceVersion
+			if p.Spec.NodeName == "" || bound[p.Name] {
 				continue
 			}
 			now := time.Now()

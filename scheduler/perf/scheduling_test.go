@@ -23,6 +23,7 @@ import (
 func profiles(tb testing.TB, withWasm bool) map[string]*scheduler.Profile {
 	tb.Helper()
 	cfg := scheduler.DefaultConfig()
+	cfg.Parallelism = *benchParallel
 	if withWasm {
 		cfg.Profiles = []scheduler.ProfileConfig{{
 			SchedulerName: scheduler.DefaultSchedulerName,

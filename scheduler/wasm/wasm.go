@@ -87,6 +87,10 @@ type Plugin struct {
 	closed  chan struct{}
 	stopped sync.WaitGroup
 
+	// podFetches and nodeFetches count the guest's pod and node host
+	// calls (how often it had to decode).
+	podFetches, nodeFetches atomic.Uint64
+
 	nodesMu sync.RWMutex
 	nodes   map[string]*encodedNode
 	slots   map[string]uint64
@@ -172,11 +176,21 @@ func load(ctx context.Context, name string, a Args) (*Plugin, error) {
 		rt.Close(ctx)
 		return nil, fmt.Errorf("wasm plugin %s: %s does not export jetplane_area (build it with scheduler/guest)", name, a.GuestPath)
 	}
-	// Instantiate one now so that a module that cannot start fails here.
+	// Instantiate one now so that a module that cannot start fails here,
+	// and ask it which of its exports its plugin implements.
 	in, err := p.newInstance()
 	if err != nil {
 		rt.Close(ctx)
 		return nil, fmt.Errorf("wasm plugin %s: start: %w", name, err)
+	}
+	if f := in.mod.ExportedFunction("jetplane_plugins"); f != nil {
+		res, err := f.Call(in.ctx)
+		if err != nil {
+			rt.Close(ctx)
+			return nil, fmt.Errorf("wasm plugin %s: jetplane_plugins: %w", name, err)
+		}
+		p.hasFilt = p.hasFilt && res[0]&1 != 0
+		p.hasScore = p.hasScore && res[0]&2 != 0
 	}
 	p.put(in)
 	p.stopped.Add(1)
@@ -355,9 +369,10 @@ func (p *Plugin) hostModules(ctx context.Context) error {
 	}
 	i32 := api.ValueTypeI32
 	_, err := p.rt.NewHostModuleBuilder("k8s.io/api").
-		NewFunctionBuilder().WithGoModuleFunction(bufFunc(func(ctx context.Context) []byte { return call(ctx).pod }),
+		NewFunctionBuilder().WithGoModuleFunction(bufFunc(func(ctx context.Context) []byte { p.podFetches.Add(1); return call(ctx).pod }),
 		[]api.ValueType{i32, i32}, []api.ValueType{i32}).Export("pod").
 		NewFunctionBuilder().WithGoModuleFunction(bufFunc(func(ctx context.Context) []byte {
+		p.nodeFetches.Add(1)
 		if n := call(ctx).node; n != nil {
 			return n.data
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 
@@ -144,5 +145,83 @@ func TestFaultyGuestsFailCleanly(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGuestDecodesOncePerCycleAndRevision: the pod is handed over once per
+// cycle, a node once per revision.
+func TestGuestDecodesOncePerCycleAndRevision(t *testing.T) {
+	pl := loadGuest(t, "labelfilter")
+	p := pl.(filterOnly).Plugin
+	prof := &scheduler.Profile{Name: "one", Parallelism: 1}
+	prof.AddPlugin(pl, 1)
+	var nodes []*scheduler.NodeInfo
+	for i := 0; i < 20; i++ {
+		nodes = append(nodes, scheduler.NewNodeInfo(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%02d", i)}}, 7))
+	}
+	snap := scheduler.NewSnapshot(1, nodes)
+	pod := scheduler.NewPodInfo(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}})
+	p.podFetches.Store(0)
+	p.nodeFetches.Store(0)
+	for cycle := uint64(1); cycle <= 3; cycle++ {
+		if d := scheduler.Cycle(context.Background(), prof, scheduler.NewCycleState(snap, 100+cycle), pod, 0); d.Node == "" {
+			t.Fatal(d.Message())
+		}
+	}
+	if got := p.podFetches.Load(); got != 3 {
+		t.Errorf("pod fetched %d times in 3 cycles, want 3", got)
+	}
+	if got := p.nodeFetches.Load(); got != 20 {
+		t.Errorf("nodes fetched %d times over 3 cycles of 20 nodes, want 20", got)
+	}
+	// A new revision of one node is fetched again.
+	nodes[5] = scheduler.NewNodeInfo(nodes[5].Node, 8)
+	scheduler.Cycle(context.Background(), prof, scheduler.NewCycleState(scheduler.NewSnapshot(2, nodes), 200), pod, 0)
+	if got := p.nodeFetches.Load(); got != 21 {
+		t.Errorf("nodes fetched %d times after one node's new revision, want 21", got)
+	}
+}
+
+// TestReadmeConfig builds the scheduler config shown in README.md.
+func TestReadmeConfig(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, _ := strings.Cut(string(data), "## Scheduler\n")
+	_, block, ok := strings.Cut(after, "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	if !ok || !strings.Contains(block, "guestPath") {
+		t.Fatal("README's Scheduler section has no config example")
+	}
+	block = strings.ReplaceAll(block, "/plugins/labelfilter.wasm", guestPath(t, "labelfilter"))
+	cfg, err := scheduler.ParseConfig([]byte(block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	profiles, err := cfg.Build(Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, pl := range profiles["binpack"].Filter {
+			if c, ok := pl.(Closer); ok {
+				c.Close()
+			}
+		}
+	}()
+	if len(profiles) != 2 || profiles["jetplane"] == nil || profiles["binpack"] == nil {
+		t.Fatalf("profiles %v", profiles)
+	}
+	if v := profiles["binpack"].Versions()["NodeResourcesFit"]; v != "builtin/1+MostAllocated" {
+		t.Errorf("binpack's NodeResourcesFit is %s", v)
+	}
+	if _, ok := profiles["binpack"].Versions()["labelfilter"]; !ok {
+		t.Error("binpack lacks the WebAssembly plugin")
+	}
+	for _, s := range profiles["binpack"].Score {
+		if s.Plugin.Name() == "NodeResourcesBalancedAllocation" {
+			t.Error("BalancedAllocation still scores in binpack")
+		}
 	}
 }

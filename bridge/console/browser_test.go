@@ -1,0 +1,252 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/internal/app"
+	"github.com/jetplane/jetplane/reconcilers"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// chromium finds a Chromium to drive. Under CI=true a missing browser is a
+// failure (./scripts/test installs Debian's chromium package); elsewhere
+// the test skips and says how to get one.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("JETPLANE_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no Chromium found: ./scripts/test installs Debian's chromium package; or set JETPLANE_CHROMIUM")
+	}
+	t.Skip("needs Chromium: install Debian's chromium package (./scripts/test does), or set JETPLANE_CHROMIUM")
+	return ""
+}
+
+// artifacts is where screenshots are kept: $JETPLANE_TEST_ARTIFACTS, or
+// .artifacts/ at the repository root.
+func artifacts(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("JETPLANE_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join("..", "..", ".artifacts")
+	}
+	dir = filepath.Join(dir, "console")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func startServer(t *testing.T, tokens map[string]string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := app.New(ctx, app.Config{
+		DataDir: t.TempDir(), Listen: "127.0.0.1:0", NATSPort: -1, Tokens: tokens,
+		Reconcilers: []reconcilers.Reconciler{widgets{}}, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server: %v", err)
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(a.URL() + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return a.URL()
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not ready: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// widgets reconciles Widget.example.com objects by declaring them Ready,
+// so the server runs reconcilers and holds partitions.
+type widgets struct{}
+
+func (widgets) Kinds() []string { return []string{"Widget.example.com"} }
+func (widgets) Reconcile(context.Context, *schemas.Object) (reconcilers.Result, error) {
+	return reconcilers.Result{Phase: "Ready", Message: "widget in place"}, nil
+}
+func (widgets) Finalize(context.Context, *schemas.Object) (reconcilers.Result, error) {
+	return reconcilers.Result{}, nil
+}
+
+func configMap(v string) []byte {
+	return []byte(fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web, namespace: shop, labels: {app: web}, dependsOn: [{kind: ConfigMap, name: base}]}\ndata: {v: '%s'}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: base, namespace: shop}\n", v))
+}
+
+// TestConsoleInBrowser loads the console in headless Chromium against a
+// real server with authentication: it takes the token, shows an object
+// applied through the API as it appears (live, through the watch API),
+// opens its history, and moves the time slider back to see the earlier
+// state. Screenshots of each step are kept (see artifacts).
+func TestConsoleInBrowser(t *testing.T) {
+	exe := chromium(t)
+	const token = "s3cret"
+	url := startServer(t, map[string]string{token: "alice"})
+	c := &api.Client{BaseURL: url, Token: token}
+	shots := artifacts(t)
+
+	// The page itself needs no token; the data does.
+	for path, want := range map[string]int{"/": 200, "/console/app.js": 200, "/v1/objects": 401} {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s without a token: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 1000), chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+
+	shot := func(name string) chromedp.Action {
+		return chromedp.ActionFunc(func(ctx context.Context) error {
+			var png []byte
+			if err := chromedp.FullScreenshot(&png, 100).Do(ctx); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(shots, name), png, 0o644)
+		})
+	}
+	poll := func(what, js string) chromedp.Action {
+		return chromedp.ActionFunc(func(ctx context.Context) error {
+			pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if err := chromedp.Poll(js, nil, chromedp.WithPollingInterval(50*time.Millisecond)).Do(pctx); err != nil {
+				var body string
+				_ = chromedp.Evaluate(`document.getElementById("main").innerText + "\n" + document.getElementById("banner").innerText`, &body).Do(ctx)
+				return fmt.Errorf("%s: %w; the page shows:\n%s", what, err, body)
+			}
+			return nil
+		})
+	}
+	row := `tr[data-key="ConfigMap/shop/web"]`
+
+	// Without a token the console says what it needs; with it, it lists.
+	if err := chromedp.Run(bctx,
+		chromedp.Navigate(url+"/"),
+		poll("the token banner", `!document.getElementById("banner").hidden && document.getElementById("banner").innerText.includes("token")`),
+		shot("01-token-needed.png"),
+		chromedp.SendKeys("#token", token, chromedp.ByID),
+		chromedp.Click("#token-form button", chromedp.ByQuery),
+		poll("the live objects table", `document.getElementById("live") && document.getElementById("live").innerText.startsWith("live")`),
+	); err != nil {
+		t.Fatal(err)
+	}
+
+	// An object applied through the API appears without a reload.
+	first, err := c.Apply(ctx, "test", configMap("1"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstSeq := 0
+	for _, r := range first.Results {
+		o, err := api.DecodeObject(r.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		firstSeq = max(firstSeq, int(o.GetMetadata().GetResourceVersion()))
+	}
+	if err := chromedp.Run(bctx,
+		poll("the applied object appearing live", `!!document.querySelector('`+row+`')`),
+		shot("02-object-appeared.png"),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Apply(ctx, "test", configMap("2"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Run(bctx,
+		poll("the change arriving live", `document.querySelector('`+row+` td.gen').innerText === "2"`),
+		// Its page: history as a timeline with a diff per event, and the
+		// dependsOn graph.
+		chromedp.Click(row+` a.obj-link`, chromedp.ByQuery),
+		poll("the history timeline", `document.querySelectorAll("#timeline li.event").length === 2`),
+		poll("the diff of the second event", `/\+\s+"v": "2"/.test(document.querySelectorAll("#timeline li.event")[1].innerText) && /-\s+"v": "1"/.test(document.querySelectorAll("#timeline li.event")[1].innerText)`),
+		poll("the dependsOn graph", `document.querySelector("#graph").textContent.includes("ConfigMap/shop/base")`),
+		shot("03-object-history.png"),
+	); err != nil {
+		t.Fatal(err)
+	}
+
+	// Time travel: the slider back to the first apply shows generation 1.
+	var label string
+	if err := chromedp.Run(bctx,
+		chromedp.Navigate(url+"/#/state?namespace=shop"),
+		poll("the state page at the head", `!!document.querySelector('#state `+row+`') && document.querySelector('#state `+row+` td.gen').innerText === "2"`),
+		shot("04-state-now.png"),
+		chromedp.Evaluate(fmt.Sprintf(`(() => { const s = document.getElementById("slider"); s.value = %d; s.dispatchEvent(new Event("input")); })()`, firstSeq), nil),
+		poll("the earlier state", `document.querySelector('#state `+row+` td.gen').innerText === "1"`),
+		chromedp.Text("#at-label", &label, chromedp.ByID),
+		shot("05-state-earlier.png"),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(label, fmt.Sprintf("#%d of", firstSeq)) {
+		t.Errorf("slider label %q, want #%d of ...", label, firstSeq)
+	}
+
+	// A deleted object keeps its page: history only, with the finalization
+	// linked to the delete request that caused it.
+	if _, err := c.Delete(ctx, api.Key{Kind: "ConfigMap", Namespace: "shop", Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Run(bctx,
+		chromedp.Navigate(url+"/#/object?kind=ConfigMap&namespace=shop&name=web"),
+		poll("the cause link", `[...document.querySelectorAll("#timeline a")].some((a) => /^caused by #\d+$/.test(a.innerText))`),
+		shot("06-deleted-history.png"),
+		// The partitions page lists this instance's partitions; the clusters
+		// page says there are none.
+		chromedp.Navigate(url+"/#/partitions"),
+		poll("the partitions page", `document.getElementById("main").innerText.includes("16 partitions") && document.querySelectorAll("#partitions tbody tr").length === 1`),
+		shot("07-partitions.png"),
+		chromedp.Navigate(url+"/#/clusters"),
+		poll("the clusters page", `document.getElementById("main").innerText.includes("watches no Kubernetes cluster")`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshots in %s", shots)
+}

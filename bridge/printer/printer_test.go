@@ -1,0 +1,134 @@
+package printer
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetplane/jetplane/schemas"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+func items(t *testing.T, docs ...string) []Item {
+	t.Helper()
+	var out []Item
+	for _, d := range docs {
+		o := new(schemas.Object)
+		if err := protojson.Unmarshal([]byte(d), o); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, Item{Raw: json.RawMessage(d), Object: o})
+	}
+	return out
+}
+
+var (
+	web = `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"shop","labels":{"app":"web"},"resourceVersion":"7"},"spec":{"replicas":2},"status":{"phase":"Running"}}`
+	api = `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"api","namespace":"shop","resourceVersion":"3"},"spec":{"replicas":10}}`
+)
+
+func TestPrint(t *testing.T) {
+	tests := []struct {
+		name    string
+		opts    Options
+		single  bool
+		want    []string // lines, in order, exactly
+		contain []string
+		wantErr string
+	}{
+		{name: "name", opts: Options{Format: "name"}, want: []string{"Deployment.apps/shop/web", "Deployment.apps/shop/api"}},
+		{name: "jsonpath on a list", opts: Options{Format: "jsonpath={.items[*].metadata.name}"}, want: []string{"web api"}},
+		{name: "jsonpath on one", single: true, opts: Options{Format: "jsonpath={.spec.replicas}"}, want: []string{"2"}},
+		{name: "custom-columns", opts: Options{Format: "custom-columns=NAME:.metadata.name,REPLICAS:.spec.replicas,PHASE:.status.phase"},
+			want: []string{"NAME   REPLICAS   PHASE", "web    2          Running", "api    10         <none>"}},
+		{name: "no headers", opts: Options{Format: "custom-columns=NAME:.metadata.name", NoHeaders: true}, want: []string{"web", "api"}},
+		{name: "sort by name", opts: Options{Format: "name", SortBy: ".metadata.name"}, want: []string{"Deployment.apps/shop/api", "Deployment.apps/shop/web"}},
+		{name: "sort by number", opts: Options{Format: "custom-columns=R:.spec.replicas", NoHeaders: true, SortBy: "{.spec.replicas}"}, want: []string{"2", "10"}},
+		{name: "sort by resourceVersion string", opts: Options{Format: "name", SortBy: ".metadata.resourceVersion"}, want: []string{"Deployment.apps/shop/api", "Deployment.apps/shop/web"}},
+		{name: "show labels", opts: Options{ShowLabels: true}, contain: []string{"LABELS", "app=web", "<none>"}},
+		{name: "wide", opts: Options{Format: "wide", Reconciler: func(string) string { return "" }}, contain: []string{"RECONCILER", "none (stored only)"}},
+		{name: "bad format lists the choices", opts: Options{Format: "xml"}, wantErr: "table, wide, name, json, yaml"},
+		{name: "bad custom columns", opts: Options{Format: "custom-columns=NAME"}, wantErr: "HEADER:JSONPATH"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			its := items(t, web, api)
+			if tt.single {
+				its = its[:1]
+			}
+			var buf bytes.Buffer
+			err := Print(&buf, its, tt.single, tt.opts)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+			if tt.want != nil && strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("got\n%s\nwant\n%s", buf.String(), strings.Join(tt.want, "\n"))
+			}
+			for _, c := range tt.contain {
+				if !strings.Contains(buf.String(), c) {
+					t.Errorf("output lacks %q:\n%s", c, buf.String())
+				}
+			}
+		})
+	}
+}
+
+func TestStreamAligns(t *testing.T) {
+	var buf bytes.Buffer
+	s := NewStream(&buf, []string{"TYPE", "KIND", "NAME", "PHASE"}, map[string]int{"TYPE": 8, "KIND": 16, "NAME": 10})
+	s.Add([]string{"ADDED", "ConfigMap", "a", "-"})
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	s.Add([]string{"MODIFIED", "Deployment.apps", "web-frontend", "Running"})
+	s.Add([]string{"DELETED", "Pod", "p", "-"})
+	s.Add([]string{"DELETED", "Pod", "a-name-longer-than-its-column", "-"})
+	s.Add([]string{"ADDED", "Pod", "q", "-"})
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	col := strings.Index(lines[0], "NAME")
+	if strings.Index(lines[1], "a ") != col || strings.Index(lines[2], "web-frontend") != col || strings.Index(lines[3], "p ") != col || strings.Index(lines[5], "q ") != col {
+		t.Errorf("NAME column not aligned at %d:\n%s", col, buf.String())
+	}
+}
+
+func TestUnified(t *testing.T) {
+	a := "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\n"
+	b := "a\nb\nc\nd\nE\nf\ng\nh\ni\nj\nk\n"
+	got := Unified("old", "new", a, b)
+	want := "--- old\n+++ new\n@@ -2,9 +2,10 @@\n b\n c\n d\n-e\n+E\n f\n g\n h\n i\n j\n+k\n"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if Unified("a", "b", a, a) != "" {
+		t.Error("equal texts give a diff")
+	}
+}
+
+func TestChangedPaths(t *testing.T) {
+	var a, b any
+	_ = json.Unmarshal([]byte(`{"spec":{"replicas":2,"image":"x"},"metadata":{"labels":{"a":"1"}}}`), &a)
+	_ = json.Unmarshal([]byte(`{"spec":{"replicas":4,"image":"x"},"metadata":{"labels":{"a":"1","b":"2"}}}`), &b)
+	got := strings.Join(ChangedPaths(a, b), "; ")
+	if want := "metadata.labels.b +; spec.replicas: 2→4"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestAge(t *testing.T) {
+	now := time.Unix(100000, 0)
+	if got := Age(now, now.Add(-90*time.Second)); got != "1m" {
+		t.Errorf("Age = %q", got)
+	}
+}
