@@ -98,7 +98,8 @@ func TestHelmCommands(t *testing.T) {
 	waitFor("revision 1", []string{"get", "HelmRelease", "web", "-n", "apps", "-o", "yaml"}, "revision 1: chart web 0.1.0; 1/1 children Ready")
 	applyMode("faster")
 	waitFor("revision 2", []string{"get", "ConfigMap", "web-settings", "-n", "shop", "-o", "yaml"}, "mode: faster")
-	waitFor("the values diff in the history", []string{"history", "HelmRelease/apps/web"}, `values: .mode "fast" → "faster"`)
+	waitFor("the values change in the history", []string{"history", "HelmRelease/apps/web"}, "spec.values.mode: fast→faster")
+	waitFor("the values diff in the history's statuses", []string{"history", "HelmRelease/apps/web", "-o", "json"}, `values: .mode \"fast\" → \"faster\"`)
 	out = waitFor("the hook reported", []string{"get", "HelmRelease", "web", "-n", "apps", "-o", "yaml"}, "not run (jetplane does not run hooks or tests)")
 	if !strings.Contains(out, "ConfigMap/shop/migrate (pre-install)") {
 		t.Fatalf("hook not named: %s", out)
@@ -108,7 +109,7 @@ func TestHelmCommands(t *testing.T) {
 		t.Fatalf("rollback: %s", out)
 	}
 	waitFor("the rollback", []string{"get", "ConfigMap", "web-settings", "-n", "shop", "-o", "yaml"}, "mode: fast\n")
-	waitFor("revision 3 in the history", []string{"history", "HelmRelease/apps/web"}, `revision 3: chart web 0.1.0; values: .mode "faster" → "fast"`)
+	waitFor("revision 3 in the history", []string{"history", "HelmRelease/apps/web", "-o", "json"}, `revision 3: chart web 0.1.0; values: .mode \"faster\" → \"fast\"`)
 	if out, err := runErr(bin, s, "rollback", "HelmRelease/apps/web", "--to-revision", "9"); err == nil || !strings.Contains(out, "revision 9 is not in the release's history (revisions: [1 2 3])") {
 		t.Fatalf("rollback to a missing revision: %v\n%s", err, out)
 	}
