@@ -5,9 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetplane/jetplane/internal/retry"
 )
+
+// listAttempt bounds one attempt to list a bucket.
+const listAttempt = 5 * time.Second
 
 // SnapshotBucket is the object store bucket that holds projection snapshots.
 const SnapshotBucket = "JP_SNAPSHOTS"
@@ -59,11 +65,25 @@ func (b *Blobs) Get(ctx context.Context, name string) ([]byte, error) {
 }
 
 // List returns the names of the bucket's blobs that start with prefix.
+//
+// The object store lists through a watch whose end is marked by the server;
+// when the bucket's stream elects a leader or the server is slow, that mark
+// can go missing and the watch would wait forever. So each attempt is
+// bounded (listAttempt, growing if the server is merely slow) and retried
+// until ctx ends: the projector lists snapshots before it catches up, and
+// an unbounded list there kept an instance unready for minutes.
 func (b *Blobs) List(ctx context.Context, prefix string) ([]string, error) {
-	infos, err := b.os.List(ctx)
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return nil, nil
-	}
+	var infos []*jetstream.ObjectInfo
+	err := retry.Do(ctx, retry.Backoff{First: 100 * time.Millisecond, Max: 2 * time.Second}, nil, func(attempt int) error {
+		actx, cancel := context.WithTimeout(ctx, listAttempt*time.Duration(min(attempt, 4)))
+		defer cancel()
+		var err error
+		infos, err = b.os.List(actx)
+		if errors.Is(err, jetstream.ErrNoObjectsFound) {
+			infos, err = nil, nil
+		}
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list blobs: %w", err)
 	}

@@ -131,21 +131,33 @@ func Resolve(name string, seen []string) (string, error) {
 	if name == "" {
 		return "", &UnknownError{Name: name}
 	}
+	// The common case, a kind exactly as keys hold it, needs no search.
+	if slices.Contains(seen, name) {
+		return name, nil
+	}
 	word, group, hasGroup := strings.Cut(name, ".")
 	lw := strings.ToLower(word)
-	infos := catalogue(seen)
 
-	// The kind's canonical name: the first entry whose kind, plural or
-	// short name matches.
-	var kind string
-	for _, in := range infos {
-		if in.matches(lw) {
-			kind = in.Kind
+	// The kind's canonical name: the first seen kind, then built-in one,
+	// whose kind, plural or short name matches. No catalogue is built
+	// unless nothing matches: this runs on every API request.
+	kind := ""
+	for _, s := range seen {
+		if k, _, _ := strings.Cut(s, "."); strings.EqualFold(k, lw) || isPlural(lw, k) {
+			kind = k
 			break
 		}
 	}
 	if kind == "" {
-		sugg := suggest(lw, infos)
+		for _, in := range Builtin {
+			if in.matches(lw) {
+				kind = in.Kind
+				break
+			}
+		}
+	}
+	if kind == "" {
+		sugg := suggest(lw, catalogue(seen))
 		if len(sugg) == 0 && isKindName(word) {
 			// A Kind spelled as manifests spell kinds, close to nothing
 			// known: a kind no object has yet (a list of it is empty),
@@ -158,15 +170,14 @@ func Resolve(name string, seen []string) (string, error) {
 		return "", &UnknownError{Name: name, Suggestions: sugg}
 	}
 	if hasGroup {
-		group = strings.ToLower(group)
 		// A known spelling of the group keeps it; otherwise the group is
 		// taken as written (a kind seen later, or nowhere yet).
-		for _, in := range infos {
-			if in.Kind == kind && strings.EqualFold(in.Group, group) {
-				return in.Key(), nil
+		for _, s := range seen {
+			if k, g, _ := strings.Cut(s, "."); k == kind && strings.EqualFold(g, group) {
+				return s, nil
 			}
 		}
-		return kind + "." + group, nil
+		return kind + "." + strings.ToLower(group), nil
 	}
 	// A bare kind: the groups it was seen in.
 	var groups []string
@@ -243,7 +254,7 @@ func catalogue(seen []string) []Info {
 }
 
 func (in Info) matches(lower string) bool {
-	if lower == strings.ToLower(in.Kind) || lower == in.Plural {
+	if strings.EqualFold(lower, in.Kind) || lower == in.Plural {
 		return true
 	}
 	return slices.Contains(in.Short, lower)
@@ -345,4 +356,13 @@ func isKindName(s string) bool {
 		}
 	}
 	return true
+}
+
+// isPlural reports whether lower is the plural of kind (Plural(kind)),
+// without allocating for the names it cannot be.
+func isPlural(lower, kind string) bool {
+	if len(lower) <= len(kind) || len(lower) > len(kind)+2 || !strings.EqualFold(lower[:1], kind[:1]) {
+		return false
+	}
+	return lower == Plural(kind)
 }

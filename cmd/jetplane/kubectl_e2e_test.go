@@ -369,6 +369,26 @@ func TestKubectlHabits(t *testing.T) {
 		}
 	})
 
+	t.Run("watch shows each change's type", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, "watch", "cm", "-n", "shop", "--server", url)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { cancel(); _ = cmd.Wait() }()
+		br := bufio.NewReader(out)
+		header, _ := br.ReadString('\n')
+		row, _ := br.ReadString('\n')
+		if !strings.HasPrefix(header, "TYPE ") || !strings.Contains(header, "NAMESPACE") || !strings.HasPrefix(row, "ADDED ") {
+			t.Errorf("watch printed %q then %q", header, row)
+		}
+	})
+
 	t.Run("describe", func(t *testing.T) {
 		out := ok(t, bin, url, "describe", "cm", "web-settings", "-n", "shop")
 		for _, want := range []string{"Name:                web-settings", "Kind:                ConfigMap", "LOG_LEVEL: info", "Conditions:",

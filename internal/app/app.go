@@ -139,7 +139,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	reg := prometheus.NewRegistry()
 	recs := cfg.Reconcilers
-	charts, err := a.log.Charts(ctx)
+	charts, err := openCharts(ctx, a.log, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/internal/retry"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers/apply"
 	"github.com/jetplane/jetplane/reconcilers/helmrelease"
@@ -69,4 +72,24 @@ func actor(instance string) string {
 		return "reconciler/" + helmrelease.Kind
 	}
 	return "reconciler/" + helmrelease.Kind + "@" + instance
+}
+
+// openCharts opens the chart bucket like openLog opens the log: a new
+// cluster may still be electing its metadata leader, so short attempts
+// are retried for up to two minutes.
+func openCharts(ctx context.Context, l *events.Log, logger *slog.Logger) (*events.Charts, error) {
+	wait, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var charts *events.Charts
+	err := retry.Do(wait, retry.Constant(500*time.Millisecond), func(attempt int, err error, _ time.Duration) {
+		if retry.Often(attempt) {
+			logger.Info("waiting for JetStream to place the chart store", "err", err)
+		}
+	}, func(int) (err error) {
+		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		charts, err = l.Charts(octx)
+		return err
+	})
+	return charts, err
 }
