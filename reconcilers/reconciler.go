@@ -50,6 +50,9 @@ type Result struct {
 	// fields), recorded as status.details. A run that changes it writes
 	// a status; the runtime keeps no reference to it after the run.
 	Details *structpb.Struct
+	// KeepStatus records nothing: the status in the log stays as it is
+	// (a pod's, which its node agent writes). Errors are still recorded.
+	KeepStatus bool
 }
 
 // Funcs adapts functions to a Reconciler, for one-off reconcilers. A nil

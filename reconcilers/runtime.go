@@ -632,6 +632,9 @@ func (c *controller) statusEvent(k projections.Key, obj *schemas.Object, o outco
 		ev.Type = schemas.EventType_EVENT_TYPE_FINALIZED
 		return ev
 	}
+	if o.res.KeepStatus && o.err == nil && o.waiting == "" {
+		return nil
+	}
 	st := nextStatus(obj, o, nextRun, now)
 	if sameStatus(obj.GetStatus(), st) {
 		return nil

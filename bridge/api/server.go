@@ -76,6 +76,8 @@ type Config struct {
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
 	Logger     *slog.Logger
+	// Pods serves images and pod logs; nil leaves those routes out.
+	Pods Pods
 }
 
 // Server is the HTTP API. It is an http.Handler.
@@ -123,6 +125,7 @@ func New(cfg Config) (*Server, error) {
 	s.route("GET /v1/watch", s.watch)
 	s.route("GET /v1/clusters", s.clusters)
 	s.routeCLI()
+	s.podRoutes()
 	s.route("PUT /v1/charts/{name}/{version}", s.putChart)
 	s.route("GET /v1/backup", s.backup)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })

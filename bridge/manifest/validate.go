@@ -172,6 +172,7 @@ func (c *checker) object(m map[string]any, prefix string) *schemas.Object {
 	default:
 		c.add(specPath, "must be a mapping, got %s", describe(spec))
 	}
+	c.kindSpec(o, prefix)
 	// status is written by jetplane's reconcilers; a manifest's copy (often
 	// from `kubectl get -o yaml`) is stale by definition.
 	return o

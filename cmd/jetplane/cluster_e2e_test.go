@@ -36,7 +36,7 @@ func TestThreeProcessCluster(t *testing.T) {
 		cmd := exec.Command(bin, "serve", "--data", t.TempDir(), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 			"--nats-port", "-1", "--nats-name", fmt.Sprintf("n%d", i+1), "--nats-cluster", "jp",
 			"--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]), "--nats-routes", strings.Join(routes, ","),
-			"--replicas", "3", "--token-file", tokens)
+			"--replicas", "3", "--token-file", tokens, "--node=false")
 		var log bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &log, &log
 		if err := cmd.Start(); err != nil {

@@ -40,7 +40,9 @@ type server struct {
 func serve(t *testing.T, bin, dir string, extra ...string) *server {
 	t.Helper()
 	port := freePort(t)
-	args := append([]string{"serve", "--data", dir, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--nats-port", "-1"}, extra...)
+	// No local node agent unless a test asks: its Node would be one more
+	// object in every listing.
+	args := append([]string{"serve", "--data", dir, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--nats-port", "-1", "--node=false"}, extra...)
 	cmd := exec.Command(bin, args...)
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log

@@ -90,6 +90,7 @@ Start the control plane with 'jetplane serve'; the other commands talk to it.`,
 	root.PersistentFlags().StringVar(&g.token, "token", os.Getenv("JETPLANE_TOKEN"), "bearer token for the API (env JETPLANE_TOKEN)")
 	root.AddCommand(newServe(), newApply(g), newGet(g), newDelete(g), newWatch(g), newHistory(g), newState(g), newClusters(g), newExplain(g))
 	root.AddCommand(newDescribe(g), newDiff(g), newAPIResources(g), newVersion(g))
+	root.AddCommand(newNode(), newImage(g), newLogs(g))
 	root.AddCommand(newChart(g), newRollback(g), newTemplate(), newBackup(g), newRestore())
 	finishCommands(root, g)
 	return root

@@ -29,6 +29,7 @@ func newServe() *cobra.Command {
 		clusterAt string
 		logLevel  string
 		logFormat string
+		nodeFlags = &serveNodeFlags{}
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -113,6 +114,9 @@ The Go garbage collector runs at GOGC=200 unless GOGC is set.`,
 					return fmt.Errorf("--nats-cluster-listen: port %q is not a number", port)
 				}
 			}
+			if err := nodeFlags.apply(&cfg); err != nil {
+				return err
+			}
 			a, err := app.New(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -144,6 +148,7 @@ The Go garbage collector runs at GOGC=200 unless GOGC is set.`,
 	f.StringVar(&tokenFile, "token-file", "", `file of API bearer tokens, one "TOKEN NAME" per line; without it (and without JETPLANE_API_TOKEN) the API is open`)
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	nodeFlags.register(f)
 	cmd.Flags().SortFlags = false
 	return cmd
 }

@@ -70,7 +70,9 @@ type Config struct {
 	// Instance names this process in reconcilers' actors; default host-pid.
 	Instance string
 	// Queue tunes the reconcilers' queues.
-	Queue  queue.Config
+	Queue queue.Config
+	// Pods configures the Pod and Node kinds and the local node agent.
+	Pods   PodsConfig
 	Logger *slog.Logger
 }
 
@@ -87,6 +89,7 @@ type App struct {
 	gate      *gate.Gate
 	bridge    *kube.Bridge // nil without clusters
 	listener  net.Listener
+	pods      *pods
 }
 
 // New starts the log and builds every part; Run starts them.
@@ -138,7 +141,11 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
-	recs := cfg.Reconcilers
+	podRecs, err := a.podReconcilers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	recs := append(slices.Clone(cfg.Reconcilers), podRecs...)
 	charts, err := openCharts(ctx, a.log, cfg.Logger)
 	if err != nil {
 		return nil, err
@@ -169,6 +176,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.runtime.Handles, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
+	if err := a.podServices(a.gate); err != nil {
+		return nil, err
+	}
 	var clusters func() []api.Cluster
 	if len(cfg.Clusters) > 0 {
 		if a.bridge, err = kube.New(kube.Config{Clusters: cfg.Clusters, Log: a.log, State: a.store, Logger: cfg.Logger}); err != nil {
@@ -189,7 +199,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}, func() float64 { return float64(a.store.Len()) }))
 	if a.api, err = api.New(api.Config{
 		Gate: a.gate, Store: a.store, Charts: charts, Backup: a.backup, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters, NextRun: a.runtime.NextRun,
-		Tokens: cfg.Tokens, Registerer: reg, Gatherer: reg, Logger: cfg.Logger,
+		Tokens: cfg.Tokens, Registerer: reg, Gatherer: reg, Logger: cfg.Logger, Pods: a.pods,
 		Reconciler: a.reconcilerOf, Version: a.version(), Console: console.Handler(), Partitions: a.log.PartitionHolders,
 	}); err != nil {
 		return nil, err
@@ -344,6 +354,7 @@ func (a *App) Run(ctx context.Context) error {
 	defer stopRuntime()
 	rtDone := make(chan error, 1)
 	go func() { rtDone <- a.runtime.Start(rctx) }()
+	podsDone := a.runPods(rctx)
 
 	bctx, stopBridge := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBridge()
@@ -387,6 +398,7 @@ func (a *App) Run(ctx context.Context) error {
 	<-bridgeDone
 	stopRuntime()
 	<-rtDone
+	<-podsDone
 	// Only now: runs in flight read the projection until they end.
 	a.cfg.Logger.Info("stopping the projection")
 	stopProjector()

@@ -1,0 +1,256 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jetplane/jetplane/events"
+)
+
+// Pods is what the image and logs routes need.
+type Pods interface {
+	Images() *events.Images
+	ReadLogs(ctx context.Context, q events.LogQuery, fn func(events.LogLine) error) error
+	// ImageInUse reports whether a pod uses the image ref (or its digest).
+	ImageInUse(ref, digest string) bool
+	// MaxImageBytes bounds a push.
+	MaxImageBytes() int64
+}
+
+// ImageInfo is one image tag, as the API lists it.
+type ImageInfo struct {
+	Ref    string    `json:"ref"`
+	Digest string    `json:"digest"`
+	Size   uint64    `json:"size"`
+	Time   time.Time `json:"time"`
+}
+
+func (s *Server) podRoutes() {
+	if s.cfg.Pods == nil {
+		return
+	}
+	s.route("POST /v1/images", s.imagePush)
+	s.route("GET /v1/images", s.imageList)
+	s.route("DELETE /v1/images", s.imageRemove)
+	s.route("GET /v1/logs", s.logs)
+}
+
+func imageError(err error) error {
+	switch {
+	case errors.Is(err, events.ErrBadImage):
+		return httpError(http.StatusBadRequest, err.Error())
+	case errors.Is(err, events.ErrImageInUse):
+		return httpError(http.StatusConflict, err.Error())
+	}
+	return err
+}
+
+func (s *Server) imagePush(w http.ResponseWriter, r *http.Request, _ string) error {
+	ref := r.URL.Query().Get("ref")
+	max := s.cfg.Pods.MaxImageBytes()
+	im, err := s.cfg.Pods.Images().Push(r.Context(), ref, r.Body, max)
+	if err != nil {
+		if !errors.Is(err, events.ErrBadImage) && strings.Contains(err.Error(), "image \"") {
+			return httpError(http.StatusBadRequest, err.Error())
+		}
+		return imageError(err)
+	}
+	return writeJSON(w, ImageInfo(im))
+}
+
+func (s *Server) imageList(w http.ResponseWriter, r *http.Request, _ string) error {
+	list, err := s.cfg.Pods.Images().List(r.Context())
+	if err != nil {
+		return err
+	}
+	out := make([]ImageInfo, len(list))
+	for i, im := range list {
+		out[i] = ImageInfo(im)
+	}
+	return writeJSON(w, out)
+}
+
+func (s *Server) imageRemove(w http.ResponseWriter, r *http.Request, _ string) error {
+	ref := r.URL.Query().Get("ref")
+	if err := s.cfg.Pods.Images().Remove(r.Context(), ref, s.cfg.Pods.ImageInUse); err != nil {
+		return imageError(err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// logs streams a pod's output as text: every stored line, or the last
+// tail lines, of the current run or (previous) the run before; with
+// follow, new lines as they come.
+func (s *Server) logs(w http.ResponseWriter, r *http.Request, _ string) error {
+	q := r.URL.Query()
+	lq := events.LogQuery{Namespace: q.Get("namespace"), Pod: q.Get("pod"), Container: q.Get("container"), Follow: q.Get("follow") == "true"}
+	if lq.Namespace == "" {
+		lq.Namespace = "default"
+	}
+	if lq.Pod == "" {
+		return httpError(http.StatusBadRequest, "pod: required")
+	}
+	if v := q.Get("since"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return httpError(http.StatusBadRequest, fmt.Sprintf("since: %q is not a positive duration such as 10m", v))
+		}
+		lq.Since = time.Now().Add(-d)
+	}
+	tail := -1
+	if v := q.Get("tail"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return httpError(http.StatusBadRequest, fmt.Sprintf("tail: %q is not a number of lines", v))
+		}
+		tail = n
+	}
+	previous := q.Get("previous") == "true"
+	if previous && lq.Follow {
+		return httpError(http.StatusBadRequest, "previous and follow do not go together: a previous run has ended")
+	}
+	// Without follow, read all first: which run is current, and the tail,
+	// are known only at the end.
+	var lines []events.LogLine
+	maxRestart := -1
+	stored := lq
+	stored.Follow = false
+	if err := s.cfg.Pods.ReadLogs(r.Context(), stored, func(l events.LogLine) error {
+		lines = append(lines, l)
+		maxRestart = max(maxRestart, l.Restart)
+		return nil
+	}); err != nil {
+		return err
+	}
+	want := maxRestart
+	if previous {
+		want--
+		if want < 0 {
+			return httpError(http.StatusBadRequest, "the pod has no previous run")
+		}
+	}
+	var text [][]byte
+	for _, l := range lines {
+		if l.Restart != want && (previous || !lq.Follow) {
+			continue
+		}
+		sc := bufio.NewScanner(bytes.NewReader(l.Data))
+		sc.Buffer(make([]byte, 0, 64<<10), events.LogChunkBytes+1)
+		for sc.Scan() {
+			text = append(text, append(sc.Bytes(), '\n'))
+		}
+	}
+	if tail >= 0 && len(text) > tail {
+		text = text[len(text)-tail:]
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	for _, t := range text {
+		if _, err := w.Write(t); err != nil {
+			return nil
+		}
+	}
+	if !lq.Follow {
+		return nil
+	}
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	seen := len(lines)
+	n := 0
+	err := s.cfg.Pods.ReadLogs(r.Context(), lq, func(l events.LogLine) error {
+		if n++; n <= seen {
+			return nil
+		}
+		if _, err := w.Write(l.Data); err != nil {
+			return err
+		}
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		return nil
+	})
+	if r.Context().Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// PushImage uploads a module as ref (NAME:TAG).
+func (c *Client) PushImage(ctx context.Context, ref string, module io.Reader, size int64) (*ImageInfo, error) {
+	var out ImageInfo
+	hdr := http.Header{"Content-Type": {"application/wasm"}}
+	if size >= 0 {
+		hdr.Set("Content-Length", strconv.FormatInt(size, 10))
+	}
+	return &out, c.do(ctx, http.MethodPost, "/v1/images", url.Values{"ref": {ref}}, module, hdr, &out)
+}
+
+// Images lists the image tags.
+func (c *Client) Images(ctx context.Context) ([]ImageInfo, error) {
+	var out []ImageInfo
+	return out, c.do(ctx, http.MethodGet, "/v1/images", nil, nil, nil, &out)
+}
+
+// RemoveImage removes a tag (and its module when no tag is left).
+func (c *Client) RemoveImage(ctx context.Context, ref string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/images", url.Values{"ref": {ref}}, nil, nil, nil)
+}
+
+// LogsOptions selects a pod's output.
+type LogsOptions struct {
+	Namespace, Pod, Container string
+	Follow, Previous          bool
+	Since                     time.Duration
+	Tail                      int // -1: all
+}
+
+// Logs copies a pod's output to w until it ends (or, following, until ctx
+// ends).
+func (c *Client) Logs(ctx context.Context, o LogsOptions, w io.Writer) error {
+	q := url.Values{"namespace": {o.Namespace}, "pod": {o.Pod}}
+	if o.Container != "" {
+		q.Set("container", o.Container)
+	}
+	if o.Follow {
+		q.Set("follow", "true")
+	}
+	if o.Previous {
+		q.Set("previous", "true")
+	}
+	if o.Since > 0 {
+		q.Set("since", o.Since.String())
+	}
+	if o.Tail >= 0 {
+		q.Set("tail", strconv.Itoa(o.Tail))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.BaseURL, "/")+"/v1/logs?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.httpClient().Do(req)
+	if err != nil {
+		return fmt.Errorf("GET /v1/logs: %w (is `jetplane serve` running there?)", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return decodeError(resp)
+	}
+	_, err = io.Copy(w, resp.Body)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,397 @@
+package events
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Logs stream bounds: per container at most LogsPerContainer messages of
+// at most LogChunkBytes each, none older than LogsMaxAge.
+const (
+	LogsPerContainer = 10000
+	LogChunkBytes    = 16 << 10
+	LogsMaxAge       = 24 * time.Hour
+	logsMaxBytes     = 4 << 30
+)
+
+// Log message headers.
+const (
+	hdrLogStream  = "Jp-Stream"
+	hdrLogRestart = "Jp-Restart"
+)
+
+// NodeStore is the instances' side of the node agents' buckets and
+// streams: JP_NODES, JP_NODEWORK, JP_LOGS and the image store. Instances
+// create them; agents only bind to them (OpenNode).
+type NodeStore struct {
+	js     jetstream.JetStream
+	nc     *nats.Conn
+	nodes  jetstream.KeyValue
+	work   jetstream.KeyValue
+	logs   jetstream.Stream
+	images *Images
+}
+
+// NodeStore creates, or brings up to date, the node agents' buckets and
+// the logs stream, with the log's replication.
+func (l *Log) NodeStore(ctx context.Context) (*NodeStore, error) {
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("node buckets: %w", err)
+	}
+	r := info.Config.Replicas
+	s := &NodeStore{js: l.js, nc: l.nc}
+	if s.nodes, err = l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: NodesBucket, Description: "jetplane node heartbeats", History: 1, Replicas: r, Storage: jetstream.FileStorage,
+	}); err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", NodesBucket, err)
+	}
+	if s.work, err = l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: NodeWorkBucket, Description: "jetplane pods bound to each node", History: 1, Replicas: r, Storage: jetstream.FileStorage,
+	}); err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", NodeWorkBucket, err)
+	}
+	if s.logs, err = l.js.CreateOrUpdateStream(ctx, logsStreamConfig(r)); err != nil {
+		return nil, fmt.Errorf("stream %s: %w", LogsStream, err)
+	}
+	if s.images, err = l.Images(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// logsStreamConfig takes what agents publish on
+// jp.node.<node>.logs.<ns>.<pod>.<container> and stores it as
+// jp.logs.<ns>.<pod>.<container>: readers need not know the node, and a
+// pod keeps one log across nodes.
+func logsStreamConfig(replicas int) jetstream.StreamConfig {
+	src := NodePrefix + ".*.logs.*.*.*"
+	return jetstream.StreamConfig{
+		Name:        LogsStream,
+		Description: "jetplane pod logs",
+		Subjects:    []string{src},
+		SubjectTransform: &jetstream.SubjectTransformConfig{
+			Source: src, Destination: LogsPrefix + ".{{wildcard(2)}}.{{wildcard(3)}}.{{wildcard(4)}}",
+		},
+		Retention:         jetstream.LimitsPolicy,
+		Storage:           jetstream.FileStorage,
+		Replicas:          replicas,
+		MaxAge:            LogsMaxAge,
+		MaxBytes:          logsMaxBytes,
+		MaxMsgs:           -1,
+		MaxMsgsPerSubject: LogsPerContainer,
+		MaxMsgSize:        LogChunkBytes + 1024,
+		Discard:           jetstream.DiscardOld,
+		AllowDirect:       true,
+	}
+}
+
+// Images is the image store.
+func (s *NodeStore) Images() *Images { return s.images }
+
+// PutWork stores the work item of pod namespace/name for node, unless it
+// holds exactly that already. It reports whether it wrote.
+func (s *NodeStore) PutWork(ctx context.Context, node, namespace, name string, data []byte) (bool, error) {
+	key := NodeWorkKey(node, namespace, name)
+	if e, err := s.work.Get(ctx, key); err == nil && bytes.Equal(e.Value(), data) {
+		return false, nil
+	}
+	if _, err := s.work.Put(ctx, key, data); err != nil {
+		return false, fmt.Errorf("put work %s: %w", key, err)
+	}
+	return true, nil
+}
+
+// DeleteWork removes the work item of pod namespace/name from node.
+func (s *NodeStore) DeleteWork(ctx context.Context, node, namespace, name string) error {
+	if err := s.work.Purge(ctx, NodeWorkKey(node, namespace, name)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("delete work: %w", err)
+	}
+	return nil
+}
+
+// Heartbeat is a node's latest heartbeat, timed by the server.
+type Heartbeat struct {
+	Node string
+	Data []byte
+	Time time.Time
+}
+
+// Heartbeat returns node's latest heartbeat; ErrNotFound when it never
+// beat.
+func (s *NodeStore) Heartbeat(ctx context.Context, node string) (Heartbeat, error) {
+	e, err := s.nodes.Get(ctx, NodeHeartbeatKey(node))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Heartbeat{}, fmt.Errorf("heartbeat of %s: %w", node, ErrNotFound)
+	}
+	if err != nil {
+		return Heartbeat{}, fmt.Errorf("heartbeat of %s: %w", node, err)
+	}
+	return Heartbeat{Node: node, Data: e.Value(), Time: e.Created()}, nil
+}
+
+// WatchHeartbeats calls fn with every node's latest heartbeat, then with
+// every new one, until ctx ends.
+func (s *NodeStore) WatchHeartbeats(ctx context.Context, fn func(Heartbeat)) error {
+	w, err := s.nodes.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", NodesBucket, err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("watch %s: closed", NodesBucket)
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			node, err := UnescapeToken(e.Key())
+			if err != nil {
+				continue
+			}
+			fn(Heartbeat{Node: node, Data: e.Value(), Time: e.Created()})
+		}
+	}
+}
+
+// ServeNodeStatus answers agents' status requests (NodeStatusSubject of
+// every node) until ctx ends, one instance of a queue group per request:
+// fn gets the node named by the subject and the request, and its answer
+// (or error) is the reply.
+func (s *NodeStore) ServeNodeStatus(ctx context.Context, fn func(node string, data []byte) ([]byte, error)) error {
+	sub, err := s.nc.QueueSubscribe(NodePrefix+".*.status", "jp-node-status", func(m *nats.Msg) {
+		tok := strings.Split(m.Subject, ".")
+		node, err := UnescapeToken(tok[2])
+		var reply []byte
+		if err == nil {
+			reply, err = fn(node, m.Data)
+		}
+		if err != nil {
+			reply = []byte("error: " + err.Error())
+		}
+		_ = m.Respond(reply)
+	})
+	if err != nil {
+		return fmt.Errorf("serve node status: %w", err)
+	}
+	<-ctx.Done()
+	_ = sub.Unsubscribe()
+	return ctx.Err()
+}
+
+// LogLine is one chunk of a container's output.
+type LogLine struct {
+	Container string
+	Stream    string // stdout or stderr
+	Restart   int    // the container's restart count when it wrote this
+	Time      time.Time
+	Data      []byte
+}
+
+// LogQuery selects a pod's logs.
+type LogQuery struct {
+	Namespace, Pod string
+	// Container selects one container; empty reads all.
+	Container string
+	// Since skips lines older than this.
+	Since time.Time
+	// Follow keeps reading new lines until ctx ends.
+	Follow bool
+}
+
+// ReadLogs calls fn with each stored line of q in order; without Follow it
+// returns once it reached the newest.
+func (s *NodeStore) ReadLogs(ctx context.Context, q LogQuery, fn func(LogLine) error) error {
+	c := "*"
+	if q.Container != "" {
+		c = EscapeToken(q.Container)
+	}
+	filter := LogsPrefix + "." + EscapeToken(q.Namespace) + "." + EscapeToken(q.Pod) + "." + c
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if !q.Since.IsZero() {
+		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
+		cfg.OptStartTime = &q.Since
+	}
+	// An empty selection never delivers; find out first.
+	if !q.Follow {
+		info, err := s.logs.Info(ctx, jetstream.WithSubjectFilter(filter))
+		if err != nil {
+			return fmt.Errorf("logs: %w", err)
+		}
+		if len(info.State.Subjects) == 0 {
+			return nil
+		}
+	}
+	cons, err := s.logs.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("logs: %w", err)
+	}
+	for {
+		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return fmt.Errorf("logs: %w", err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			meta, err := m.Metadata()
+			if err != nil {
+				return fmt.Errorf("logs: %w", err)
+			}
+			line := LogLine{Stream: m.Headers().Get(hdrLogStream), Time: meta.Timestamp, Data: m.Data()}
+			fmt.Sscan(m.Headers().Get(hdrLogRestart), &line.Restart)
+			if tok := strings.Split(m.Subject(), "."); len(tok) == 5 {
+				line.Container, _ = UnescapeToken(tok[4])
+			}
+			if err := fn(line); err != nil {
+				return err
+			}
+			if !q.Follow && meta.NumPending == 0 {
+				return nil
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return fmt.Errorf("logs: %w", err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if got == 0 && !q.Follow {
+			return nil
+		}
+	}
+}
+
+// ErrReportRefused means an instance answered a status report with a
+// refusal (the pod is gone, or not bound to the node).
+var ErrReportRefused = errors.New("refused")
+
+// NodeConn is a node agent's connection: it uses only the names of
+// node.go, for its own node, and never the log.
+type NodeConn struct {
+	node   string
+	nc     *nats.Conn
+	nodes  jetstream.KeyValue
+	work   jetstream.KeyValue
+	images *Images
+}
+
+// OpenNode binds node's agent to the buckets the instances created. It
+// waits, retrying, until they exist (an agent may start before any
+// instance).
+func OpenNode(ctx context.Context, nc *nats.Conn, node string) (*NodeConn, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	c := &NodeConn{node: node, nc: nc}
+	for {
+		c.nodes, err = js.KeyValue(ctx, NodesBucket)
+		if err == nil {
+			c.work, err = js.KeyValue(ctx, NodeWorkBucket)
+		}
+		if err == nil {
+			var os jetstream.ObjectStore
+			if os, err = js.ObjectStore(ctx, ImagesBucket); err == nil {
+				c.images = &Images{os: os}
+			}
+		}
+		if err == nil {
+			return c, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("node %s: waiting for jetplane's buckets: %w (last: %v)", node, ctx.Err(), err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// Images is the image store, for pulling.
+func (c *NodeConn) Images() *Images { return c.images }
+
+// Beat records the node's heartbeat.
+func (c *NodeConn) Beat(ctx context.Context, data []byte) error {
+	if _, err := c.nodes.Put(ctx, NodeHeartbeatKey(c.node), data); err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	return nil
+}
+
+// WatchWork calls fn with every pod bound to the node, then with every
+// change (deleted when the pod's item was removed), until ctx ends.
+func (c *NodeConn) WatchWork(ctx context.Context, fn func(namespace, name string, data []byte, deleted bool)) error {
+	w, err := c.work.Watch(ctx, NodeWorkFilter(c.node))
+	if err != nil {
+		return fmt.Errorf("watch work: %w", err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return errors.New("watch work: closed")
+			}
+			if e == nil {
+				continue
+			}
+			tok := strings.Split(e.Key(), ".")
+			if len(tok) != 3 {
+				continue
+			}
+			ns, err1 := UnescapeToken(tok[1])
+			name, err2 := UnescapeToken(tok[2])
+			if err1 != nil || err2 != nil {
+				continue
+			}
+			fn(ns, name, e.Value(), e.Operation() != jetstream.KeyValuePut)
+		}
+	}
+}
+
+// ReportStatus sends a pod status report and returns the instance's
+// answer (an error when it refused the report).
+func (c *NodeConn) ReportStatus(ctx context.Context, data []byte) error {
+	m, err := c.nc.RequestWithContext(ctx, NodeStatusSubject(c.node), data)
+	if err != nil {
+		return fmt.Errorf("report status: %w", err)
+	}
+	if msg, ok := bytes.CutPrefix(m.Data, []byte("error: ")); ok {
+		return fmt.Errorf("report status: %w: %s", ErrReportRefused, msg)
+	}
+	return nil
+}
+
+// PublishLog sends one chunk of a container's output (at most
+// LogChunkBytes; longer output is split).
+func (c *NodeConn) PublishLog(namespace, pod, container, stream string, restart int, data []byte) error {
+	subj := NodeLogsSubject(c.node, namespace, pod, container)
+	for len(data) > 0 {
+		n := min(len(data), LogChunkBytes)
+		m := nats.NewMsg(subj)
+		m.Header.Set(hdrLogStream, stream)
+		m.Header.Set(hdrLogRestart, fmt.Sprint(restart))
+		m.Data = data[:n]
+		if err := c.nc.PublishMsg(m); err != nil {
+			return fmt.Errorf("publish log: %w", err)
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// Flush waits until the server has everything published so far.
+func (c *NodeConn) Flush(ctx context.Context) error { return c.nc.FlushWithContext(ctx) }

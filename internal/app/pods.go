@@ -1,0 +1,226 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jetplane/jetplane/bridge/gate"
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/reconcilers"
+	"github.com/jetplane/jetplane/reconcilers/node"
+	"github.com/jetplane/jetplane/reconcilers/pod"
+	"github.com/jetplane/jetplane/reconcilers/pod/podspec"
+	"github.com/jetplane/jetplane/scheduler"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// PodsConfig configures the Pod and Node kinds and the local node agent.
+type PodsConfig struct {
+	// Agent runs a node agent in this process when Agent.Node is set
+	// (`jetplane serve` sets it unless --node=false). Conn is filled in;
+	// Dir defaults to <data>/node.
+	Agent pod.AgentConfig
+	// Scheduler places unbound pods; nil is the built-in one (package
+	// scheduler).
+	Scheduler pod.Scheduler
+	// NodeGrace and NodeEviction: NotReady after a heartbeat is missing
+	// this long, pods NodeLost after NotReady this long (40 s, 5 min).
+	NodeGrace, NodeEviction time.Duration
+	// MaxImageBytes bounds a pushed module (default 64 MiB).
+	MaxImageBytes int64
+}
+
+// pods is the Pod and Node machinery of an instance.
+type pods struct {
+	nodes     *events.NodeStore
+	status    *pod.StatusService
+	registrar *node.Registrar
+	agent     *pod.Agent // nil without a local agent
+	// sched runs the scheduler's own loop, when it has one.
+	sched interface {
+		Start(ctx context.Context) error
+	}
+	store    *projections.Store
+	maxImage int64
+}
+
+// podReconcilers opens the node buckets and builds the Pod and Node
+// reconcilers.
+func (a *App) podReconcilers(ctx context.Context) ([]reconcilers.Reconciler, error) {
+	// Like the log itself, the buckets wait for JetStream to place them:
+	// the nodes of a new cluster start one by one.
+	var nodes *events.NodeStore
+	deadline := time.Now().Add(2 * time.Minute)
+	for attempt := 1; ; attempt++ {
+		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		var err error
+		nodes, err = a.log.NodeStore(octx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return nil, err
+		}
+		if attempt == 1 || attempt%10 == 0 {
+			a.cfg.Logger.Info("waiting for JetStream to place the node buckets", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	a.pods = &pods{nodes: nodes, status: &pod.StatusService{Log: a.log, State: a.store}, store: a.store, maxImage: a.cfg.Pods.MaxImageBytes}
+	if a.pods.maxImage <= 0 {
+		a.pods.maxImage = events.DefaultMaxImageBytes
+	}
+	sched := a.cfg.Pods.Scheduler
+	if sched == nil {
+		s, err := scheduler.New(scheduler.Options{Log: a.log, State: a.store, Instance: a.cfg.Instance, Logger: a.cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		sched = s
+	}
+	if st, ok := sched.(interface {
+		Start(ctx context.Context) error
+	}); ok {
+		a.pods.sched = st
+	}
+	pr, err := pod.NewReconciler(pod.Config{State: a.store, Work: nodes, Scheduler: sched})
+	if err != nil {
+		return nil, err
+	}
+	ncfg := node.Config{Heartbeats: nodes, State: a.store, Log: a.log, Grace: a.cfg.Pods.NodeGrace, Eviction: a.cfg.Pods.NodeEviction, Logger: a.cfg.Logger}
+	nr, err := node.NewReconciler(ncfg)
+	if err != nil {
+		return nil, err
+	}
+	return []reconcilers.Reconciler{pr, nr}, nil
+}
+
+// podServices builds what needs the gate: the registrar, and the local
+// agent.
+func (a *App) podServices(g *gate.Gate) error {
+	ncfg := node.Config{Heartbeats: a.pods.nodes, State: a.store, Log: a.log, Logger: a.cfg.Logger}
+	var err error
+	a.pods.registrar, err = node.NewRegistrar(ncfg, func(ctx context.Context, obj *schemas.Object) error {
+		_, err := g.Apply(ctx, "node/"+obj.GetMetadata().GetName(), []*schemas.Object{obj}, "")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if ac := a.cfg.Pods.Agent; ac.Node != "" {
+		if ac.Dir == "" {
+			if a.cfg.DataDir == "" {
+				return errors.New("node agent: give it a directory (there is no data dir)")
+			}
+			ac.Dir = filepath.Join(a.cfg.DataDir, "node")
+		}
+		if ac.Logger == nil {
+			ac.Logger = a.cfg.Logger
+		}
+		octx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if ac.Conn, err = events.OpenNode(octx, a.nc, ac.Node); err != nil {
+			return err
+		}
+		if a.pods.agent, err = pod.NewAgent(ac); err != nil {
+			return fmt.Errorf("node agent: %w", err)
+		}
+	}
+	return nil
+}
+
+// runPods runs the status service, the registrar and the local agent
+// until ctx ends.
+func (a *App) runPods(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	n := 2
+	fin := make(chan struct{}, 4)
+	go func() {
+		_ = a.pods.nodes.ServeNodeStatus(ctx, func(node string, data []byte) ([]byte, error) {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			return a.pods.status.Handle(rctx, node, data)
+		})
+		fin <- struct{}{}
+	}()
+	go func() {
+		_ = a.pods.registrar.Start(ctx)
+		fin <- struct{}{}
+	}()
+	if a.pods.sched != nil {
+		n++
+		go func() {
+			if err := a.pods.sched.Start(ctx); err != nil && ctx.Err() == nil {
+				a.cfg.Logger.Error("scheduler stopped", "err", err)
+			}
+			fin <- struct{}{}
+		}()
+	}
+	if a.pods.agent != nil {
+		n++
+		go func() {
+			if err := a.pods.agent.Start(ctx); err != nil && ctx.Err() == nil {
+				a.cfg.Logger.Error("node agent stopped", "err", err)
+			}
+			fin <- struct{}{}
+		}()
+	}
+	go func() {
+		for range n {
+			<-fin
+		}
+		close(done)
+	}()
+	return done
+}
+
+// Images is the image store.
+func (a *App) Images() *events.Images { return a.pods.nodes.Images() }
+
+// NodeStore is the node agents' buckets and the logs stream.
+func (a *App) NodeStore() *events.NodeStore { return a.pods.nodes }
+
+// Images is the image store (api.Pods).
+func (p *pods) Images() *events.Images { return p.nodes.Images() }
+
+// ReadLogs reads pods' logs (api.Pods).
+func (p *pods) ReadLogs(ctx context.Context, q events.LogQuery, fn func(events.LogLine) error) error {
+	return p.nodes.ReadLogs(ctx, q, fn)
+}
+
+// MaxImageBytes bounds a push (api.Pods).
+func (p *pods) MaxImageBytes() int64 { return p.maxImage }
+
+// ImageInUse reports whether a pod names the image or runs its module
+// (api.Pods).
+func (p *pods) ImageInUse(ref, digest string) bool {
+	all, _ := p.store.List(projections.Query{Kind: podspec.KindPod})
+	for _, o := range all {
+		for _, c := range o.GetSpec().GetFields()["containers"].GetListValue().GetValues() {
+			img := c.GetStructValue().GetFields()["image"].GetStringValue()
+			if img == ref || strings.HasSuffix(img, "@"+digest) {
+				return true
+			}
+		}
+		ps, err := pod.PodStatus(o.GetStatus())
+		if err != nil {
+			continue
+		}
+		for _, cs := range ps.ContainerStatuses {
+			if cs.ImageID == digest {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,484 @@
+package pod
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/reconcilers/pod/podspec"
+	sm "github.com/jetplane/jetplane/reconcilers/statemachine"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// Clock is the node's clock: backoffs and deadlines wait on it.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// ScaledClock runs factor times faster than real time, for tests and demos
+// of backoffs measured in minutes.
+func ScaledClock(factor float64) Clock {
+	return &scaled{start: time.Now(), factor: factor}
+}
+
+type scaled struct {
+	start  time.Time
+	factor float64
+}
+
+func (s *scaled) Now() time.Time {
+	return s.start.Add(time.Duration(float64(time.Since(s.start)) * s.factor))
+}
+
+func (s *scaled) After(d time.Duration) <-chan time.Time {
+	return time.After(time.Duration(float64(d) / s.factor))
+}
+
+// AgentConfig configures a node agent.
+type AgentConfig struct {
+	// Node is the node's name (DNS-1123 subdomain).
+	Node string
+	// Conn is the agent's NATS connection, confined to its node's names.
+	Conn *events.NodeConn
+	// Dir holds the image cache, the compilation cache and emptyDir
+	// volumes.
+	Dir string
+	// CompileCache is wazero's compilation cache directory (default
+	// Dir/compiled); agents on one machine may share one.
+	CompileCache string
+	// Labels and Taints are the Node's.
+	Labels map[string]string
+	Taints []corev1.Taint
+	// CPU, Memory and Pods are the node's capacity; zero detects (cores,
+	// physical memory, 1000 pods).
+	CPU, Memory resource.Quantity
+	Pods        int
+	// HostPathRoots are the host directories hostPath volumes may be in;
+	// empty refuses every hostPath volume.
+	HostPathRoots []string
+	// MaxImageBytes bounds a pulled module (default 64 MiB).
+	MaxImageBytes int64
+	// Heartbeat is how often the node reports (default 10 s).
+	Heartbeat time.Duration
+	// Clock drives backoffs and deadlines (default real time).
+	Clock  Clock
+	Logger *slog.Logger
+}
+
+func (c *AgentConfig) validate() error {
+	switch {
+	case c.Node == "" || len(c.Node) > 253 || strings.ContainsAny(c.Node, " \t/*>"):
+		return fmt.Errorf("node name %q: give a DNS-1123 subdomain", c.Node)
+	case c.Conn == nil:
+		return errors.New("node agent: no connection")
+	case c.Dir == "":
+		return errors.New("node agent: no directory for the image cache")
+	}
+	for _, r := range c.HostPathRoots {
+		if !filepath.IsAbs(r) {
+			return fmt.Errorf("host path root %q: must be absolute", r)
+		}
+	}
+	if c.MaxImageBytes <= 0 {
+		c.MaxImageBytes = events.DefaultMaxImageBytes
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = 10 * time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = realClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.CPU.IsZero() {
+		c.CPU = *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI)
+	}
+	if c.Memory.IsZero() {
+		c.Memory = *resource.NewQuantity(physicalMemory(), resource.BinarySI)
+	}
+	if c.Pods <= 0 {
+		c.Pods = 1000
+	}
+	return nil
+}
+
+// physicalMemory reads the machine's memory (Linux), 8 GiB when unknown.
+func physicalMemory() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err == nil {
+		var kb int64
+		if _, err := fmt.Sscanf(string(b), "MemTotal: %d kB", &kb); err == nil {
+			return kb << 10
+		}
+	}
+	return 8 << 30
+}
+
+// Agent is a node agent: it heartbeats, and runs the pods bound to its
+// node, each through the pod state machine, reporting every state entered.
+type Agent struct {
+	cfg  AgentConfig
+	host *wasmHost
+
+	mu     sync.Mutex
+	pods   map[string]*podRunner // namespace/name
+	pulls  map[string]*sync.Mutex
+	closed bool
+}
+
+type podRunner struct {
+	uid    string
+	cancel context.CancelFunc // deletion
+	done   chan struct{}
+	// silent: the pod's work item is gone (the pod finalized); whatever
+	// the machine still enters is not reported.
+	silent atomic.Bool
+}
+
+// NewAgent validates cfg.
+func NewAgent(cfg AgentConfig) (*Agent, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"images", "volumes"} {
+		if err := os.MkdirAll(filepath.Join(cfg.Dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.CompileCache == "" {
+		cfg.CompileCache = filepath.Join(cfg.Dir, "compiled")
+	}
+	host, err := newWasmHost(cfg.CompileCache)
+	if err != nil {
+		return nil, err
+	}
+	return &Agent{cfg: cfg, host: host, pods: map[string]*podRunner{}, pulls: map[string]*sync.Mutex{}}, nil
+}
+
+// Start runs until ctx ends: heartbeats, and the pods of the node's work.
+// On the way out it stops the modules without reporting (a stopped agent
+// is a node that went silent, not a deletion).
+func (a *Agent) Start(ctx context.Context) error {
+	defer a.host.close(context.Background())
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		a.mu.Lock()
+		a.closed = true
+		runners := make([]*podRunner, 0, len(a.pods))
+		for _, r := range a.pods {
+			runners = append(runners, r)
+		}
+		a.mu.Unlock()
+		stop()
+		for _, r := range runners {
+			<-r.done
+		}
+	}()
+	if err := a.beat(ctx); err != nil {
+		return err
+	}
+	go func() {
+		t := time.NewTicker(a.cfg.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := a.beat(ctx); err != nil && ctx.Err() == nil {
+					a.cfg.Logger.Warn("heartbeat failed", "node", a.cfg.Node, "err", err)
+				}
+			}
+		}
+	}()
+	for {
+		err := a.cfg.Conn.WatchWork(ctx, func(ns, name string, data []byte, deleted bool) {
+			a.work(runCtx, ns, name, data, deleted)
+		})
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		a.cfg.Logger.Warn("watching the node's work failed; again in 1s", "node", a.cfg.Node, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (a *Agent) beat(ctx context.Context) error {
+	a.mu.Lock()
+	n := len(a.pods)
+	a.mu.Unlock()
+	pods := *resource.NewQuantity(int64(a.cfg.Pods), resource.DecimalSI)
+	capacity := corev1.ResourceList{corev1.ResourceCPU: a.cfg.CPU, corev1.ResourceMemory: a.cfg.Memory, corev1.ResourcePods: pods}
+	rep := podspec.Report{Node: a.cfg.Node, Labels: a.cfg.Labels, Taints: a.cfg.Taints, Capacity: capacity, Allocatable: capacity, Pods: n, Agent: "jetplane"}
+	data, err := json.Marshal(rep)
+	if err != nil {
+		return err
+	}
+	bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return a.cfg.Conn.Beat(bctx, data)
+}
+
+// work applies one change of the node's work: a new pod starts its
+// machine, a deletion (or a new incarnation under the same name) cancels
+// it, a removed item forgets it once its machine ended.
+func (a *Agent) work(ctx context.Context, ns, name string, data []byte, removed bool) {
+	key := ns + "/" + name
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return
+	}
+	cur := a.pods[key]
+	if removed {
+		if cur != nil {
+			cur.silent.Store(true)
+			cur.cancel()
+			delete(a.pods, key)
+		}
+		return
+	}
+	w, err := podspec.DecodeWork(data)
+	if err != nil {
+		a.cfg.Logger.Warn("undecodable work item", "pod", key, "err", err)
+		return
+	}
+	if cur != nil && cur.uid == w.UID {
+		if w.Deleted {
+			cur.cancel()
+		}
+		return
+	}
+	if cur != nil {
+		cur.cancel()
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	r := &podRunner{uid: w.UID, cancel: cancel, done: make(chan struct{})}
+	a.pods[key] = r
+	if w.Finished {
+		// Ended for good before this agent (re)started: never run again.
+		cancel()
+		close(r.done)
+		return
+	}
+	if w.Deleted {
+		cancel()
+	}
+	go a.run(pctx, ctx, r, w)
+}
+
+// run drives one pod's machine to its end. pctx ends on deletion; ctx
+// when the agent stops, which silences reports.
+func (a *Agent) run(pctx, ctx context.Context, r *podRunner, w *podspec.Work) {
+	// Reports go out in order from their own goroutine: the machine does
+	// not wait for the log between states (a pod reaches Running sooner),
+	// and it waits only when 64 reports are pending.
+	reports := make(chan *schemas.Status, 64)
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for st := range reports {
+			a.report(ctx, w, st)
+		}
+	}()
+	defer func() {
+		close(reports)
+		<-sent
+		close(r.done)
+	}()
+	run := NewRun(&nodeEnv{a: a}, w)
+	sm.Run(pctx, run, Start(), func(s sm.State[*Run]) {
+		if ctx.Err() != nil || r.silent.Load() {
+			return
+		}
+		reports <- Entered(s, run)
+	})
+}
+
+// report sends one status to the instances, retrying while none answers.
+func (a *Agent) report(ctx context.Context, w *podspec.Work, st *schemas.Status) {
+	ev := &schemas.Event{
+		Key:    &schemas.ObjectKey{Kind: podspec.KindPod, Namespace: w.Namespace, Name: w.Name},
+		Object: &schemas.Object{Metadata: &schemas.ObjectMeta{Uid: w.UID}, Status: st},
+	}
+	data, err := proto.Marshal(ev)
+	if err != nil {
+		a.cfg.Logger.Error("encode status", "err", err)
+		return
+	}
+	for attempt := 1; attempt <= 5; attempt++ {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = a.cfg.Conn.ReportStatus(rctx, data)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, events.ErrReportRefused) {
+			// The pod is gone or bound elsewhere: saying it again will not help.
+			a.cfg.Logger.Debug("pod status refused", "pod", w.Namespace+"/"+w.Name, "err", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+		}
+	}
+	a.cfg.Logger.Warn("pod status not recorded", "pod", w.Namespace+"/"+w.Name, "phase", st.GetPhase(), "err", err)
+}
+
+// nodeEnv is a pod's world on this node.
+type nodeEnv struct{ a *Agent }
+
+func (e *nodeEnv) Now() time.Time                         { return e.a.cfg.Clock.Now() }
+func (e *nodeEnv) After(d time.Duration) <-chan time.Time { return e.a.cfg.Clock.After(d) }
+
+// CheckSpec refuses hostPath volumes outside the node's allowed roots.
+func (e *nodeEnv) CheckSpec(w *podspec.Work) error {
+	for i, v := range w.Spec.Volumes {
+		if v.HostPath == nil {
+			continue
+		}
+		p := filepath.Clean(v.HostPath.Path)
+		ok := false
+		for _, root := range e.a.cfg.HostPathRoots {
+			if rel, err := filepath.Rel(filepath.Clean(root), p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+				ok = true
+			}
+		}
+		if !ok {
+			return fmt.Errorf("spec.volumes[%d].hostPath.path: %s is outside the node's allowed roots %v; allow it with jetplane node --host-path-root", i, p, e.a.cfg.HostPathRoots)
+		}
+	}
+	return nil
+}
+
+func (e *nodeEnv) imagePath(digest string) string {
+	return filepath.Join(e.a.cfg.Dir, "images", strings.Replace(digest, ":", "-", 1)+".wasm")
+}
+
+// Pull resolves image and brings its module into the node's cache,
+// verifying the digest of what arrived; a module that does not verify is
+// never kept.
+func (e *nodeEnv) Pull(ctx context.Context, image string) (string, error) {
+	images := e.a.cfg.Conn.Images()
+	digest, size, err := images.Resolve(ctx, image)
+	if err != nil {
+		return "", err
+	}
+	if int64(size) > e.a.cfg.MaxImageBytes {
+		return "", fmt.Errorf("image %s is %d bytes, over the node's limit of %d", image, size, e.a.cfg.MaxImageBytes)
+	}
+	path := e.imagePath(digest)
+	if _, err := os.Stat(path); err == nil {
+		return digest, nil
+	}
+	e.a.mu.Lock()
+	lock := e.a.pulls[digest]
+	if lock == nil {
+		lock = &sync.Mutex{}
+		e.a.pulls[digest] = lock
+	}
+	e.a.mu.Unlock()
+	lock.Lock()
+	defer lock.Unlock()
+	if _, err := os.Stat(path); err == nil {
+		return digest, nil
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "pull-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	h := sha256.New()
+	err = images.Fetch(ctx, digest, io.MultiWriter(tmp, h), e.a.cfg.MaxImageBytes)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", err
+	}
+	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != digest {
+		return "", fmt.Errorf("image %s: digest mismatch: received %s, want %s", image, got, digest)
+	}
+	return digest, os.Rename(tmp.Name(), path)
+}
+
+// Start compiles (once) and instantiates container c.
+func (e *nodeEnv) Start(ctx context.Context, w *podspec.Work, c *corev1.Container, digest string, restart int) (Process, error) {
+	var pages uint32
+	if limit := podspec.MemoryLimit(c); limit > 0 {
+		pages = uint32(min((limit+wasmPage-1)/wasmPage, 65536))
+	}
+	rt, mod, err := e.a.host.compile(ctx, digest, e.imagePath(digest), pages)
+	if err != nil {
+		return nil, err
+	}
+	s := wasmSpec{pages: pages, args: append(append([]string{c.Name}, c.Command...), c.Args...)}
+	for _, ev := range c.Env {
+		s.env = append(s.env, [2]string{ev.Name, ev.Value})
+	}
+	for _, m := range c.VolumeMounts {
+		for _, v := range w.Spec.Volumes {
+			if v.Name != m.Name {
+				continue
+			}
+			dir := ""
+			switch {
+			case v.HostPath != nil:
+				dir = v.HostPath.Path
+			case v.EmptyDir != nil:
+				dir = filepath.Join(e.a.cfg.Dir, "volumes", w.UID, v.Name)
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					return nil, err
+				}
+			}
+			s.mounts = append(s.mounts, [2]string{dir, m.MountPath})
+		}
+	}
+	conn := e.a.cfg.Conn
+	s.stdout = &logWriter{conn: conn, ns: w.Namespace, pod: w.Name, c: c.Name, stream: "stdout", restart: restart}
+	s.stderr = &logWriter{conn: conn, ns: w.Namespace, pod: w.Name, c: c.Name, stream: "stderr", restart: restart}
+	return e.a.host.start(ctx, rt, mod, s), nil
+}
+
+// logWriter publishes a container's output as it is written.
+type logWriter struct {
+	conn               *events.NodeConn
+	ns, pod, c, stream string
+	restart            int
+}
+
+func (l *logWriter) Write(p []byte) (int, error) {
+	// A module must not stop because its logs cannot be sent.
+	_ = l.conn.PublishLog(l.ns, l.pod, l.c, l.stream, l.restart, append([]byte(nil), p...))
+	return len(p), nil
+}

@@ -1,0 +1,254 @@
+package pod
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/reconcilers"
+	"github.com/jetplane/jetplane/reconcilers/pod/podspec"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// Scheduler places unbound pods (issue 10 implements it in package scheduler).
+type Scheduler interface {
+	// Schedule runs one scheduling cycle for pod (no nodeName): it appends a Bound event, or returns the status saying why not.
+	Schedule(ctx context.Context, pod *schemas.Object) (reconcilers.Result, error)
+	// Requeue maps a changed object (a Node or Pod, as the projection keeps it) to unbound pods that may now fit. Quick; must not call the projection.
+	Requeue(rec *schemas.ObjectRecord) []projections.Key
+}
+
+// State is the projection the reconciler reads.
+type State interface {
+	Get(k projections.Key) *schemas.Object
+}
+
+// Work is where pods bound to a node are handed to its agent.
+type Work interface {
+	PutWork(ctx context.Context, node, namespace, name string, data []byte) (bool, error)
+	DeleteWork(ctx context.Context, node, namespace, name string) error
+}
+
+// Config configures a Reconciler.
+type Config struct {
+	State State
+	Work  Work
+	// Scheduler places pods without a nodeName; nil leaves them Pending
+	// (reason Unschedulable-until-scheduled).
+	Scheduler Scheduler
+}
+
+// Reconciler is the one reconciler of kind Pod. For a bound pod it
+// resolves what the agent needs (env from ConfigMaps and Secrets) into
+// the pod's work item on its node, and leaves status to the agent; for an
+// unbound one it asks the scheduler. It finalizes a pod once its agent
+// reports it Terminated, or at once when the node is gone or NotReady.
+type Reconciler struct {
+	cfg Config
+
+	mu sync.Mutex
+	// waiting maps an object a pod waits for (its node, a ConfigMap) to
+	// the pods waiting, so that its arrival runs them.
+	waiting map[projections.Key]map[projections.Key]bool
+}
+
+var _ reconcilers.Watcher = (*Reconciler)(nil)
+
+// NewReconciler validates cfg.
+func NewReconciler(cfg Config) (*Reconciler, error) {
+	if cfg.State == nil || cfg.Work == nil {
+		return nil, errors.New("pod reconciler: state and work are required")
+	}
+	return &Reconciler{cfg: cfg, waiting: map[projections.Key]map[projections.Key]bool{}}, nil
+}
+
+// Kinds implements reconcilers.Reconciler.
+func (r *Reconciler) Kinds() []string { return []string{podspec.KindPod} }
+
+// Owners implements reconcilers.Watcher: the scheduler's requeues, and
+// pods waiting for the changed object.
+func (r *Reconciler) Owners(rec *schemas.ObjectRecord) []projections.Key {
+	var out []projections.Key
+	if r.cfg.Scheduler != nil {
+		out = r.cfg.Scheduler.Requeue(rec)
+	}
+	k := projections.ObjectKey(&schemas.Object{ApiVersion: rec.GetApiVersion(), Kind: rec.GetKind(), Metadata: rec.GetMetadata()})
+	r.mu.Lock()
+	for p := range r.waiting[k] {
+		out = append(out, p)
+	}
+	r.mu.Unlock()
+	return out
+}
+
+func (r *Reconciler) wait(pod, on projections.Key) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.waiting[on] == nil {
+		r.waiting[on] = map[projections.Key]bool{}
+	}
+	r.waiting[on][pod] = true
+}
+
+func (r *Reconciler) unwait(pod projections.Key) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for on, pods := range r.waiting {
+		delete(pods, pod)
+		if len(pods) == 0 {
+			delete(r.waiting, on)
+		}
+	}
+}
+
+func notReady(reason, msg string) []*schemas.Condition {
+	return []*schemas.Condition{{Type: ConditionReady, Status: "False", Reason: reason, Message: msg}}
+}
+
+// pending is the status of a pod no agent has reported on yet.
+func pending(reason, msg string) reconcilers.Result {
+	return reconcilers.Result{Phase: PhasePending, Message: msg, Conditions: notReady(reason, msg)}
+}
+
+// Reconcile implements reconcilers.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconcilers.Result, error) {
+	key := projections.ObjectKey(obj)
+	r.unwait(key)
+	spec, err := podspec.Pod(obj.GetSpec())
+	if err != nil {
+		// Only an outside publisher can store a spec the gate refuses.
+		return reconcilers.Result{}, reconcilers.Terminal(err)
+	}
+	if spec.NodeName == "" {
+		if r.cfg.Scheduler != nil {
+			return r.cfg.Scheduler.Schedule(ctx, obj)
+		}
+		return pending(ReasonUnschedulable, "no node: set spec.nodeName, or run a scheduler"), nil
+	}
+	nodeKey := projections.Key{Kind: podspec.KindNode, Name: spec.NodeName}
+	if r.cfg.State.Get(nodeKey) == nil {
+		r.wait(key, nodeKey)
+		return pending("NodeNotFound", fmt.Sprintf("node %q does not exist; start its agent with jetplane node --name %s", spec.NodeName, spec.NodeName)), nil
+	}
+	if err := r.resolveEnv(key, obj.GetMetadata().GetNamespace(), spec); err != nil {
+		return pending("CreateContainerConfigError", err.Error()), nil
+	}
+	w := &podspec.Work{Namespace: key.Namespace, Name: key.Name, UID: obj.GetMetadata().GetUid(), Generation: obj.GetMetadata().GetGeneration(), Spec: *spec,
+		Finished: reported(obj) && finished(obj.GetStatus())}
+	data, err := w.Encode()
+	if err != nil {
+		return reconcilers.Result{}, err
+	}
+	if _, err := r.cfg.Work.PutWork(ctx, spec.NodeName, key.Namespace, key.Name, data); err != nil {
+		return reconcilers.Result{}, err
+	}
+	if reported(obj) {
+		return reconcilers.Result{KeepStatus: true}, nil
+	}
+	return pending("Scheduled", fmt.Sprintf("bound to node %s; waiting for its agent", spec.NodeName)), nil
+}
+
+// reported tells whether a node agent has written the pod's status (its
+// statuses carry v1 details; the reconciler's never do).
+func reported(obj *schemas.Object) bool { return obj.GetStatus().GetDetails() != nil }
+
+// resolveEnv replaces env valueFrom with the values of the ConfigMaps and
+// Secrets named, so the agent never reads them itself. A missing object or
+// key makes the pod wait for it.
+func (r *Reconciler) resolveEnv(pod projections.Key, ns string, spec *corev1.PodSpec) error {
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		for j := range c.Env {
+			e := &c.Env[j]
+			if e.ValueFrom == nil {
+				continue
+			}
+			var kind, name, key string
+			optional := false
+			switch vf := e.ValueFrom; {
+			case vf.ConfigMapKeyRef != nil:
+				kind, name, key = "ConfigMap", vf.ConfigMapKeyRef.Name, vf.ConfigMapKeyRef.Key
+				optional = vf.ConfigMapKeyRef.Optional != nil && *vf.ConfigMapKeyRef.Optional
+			case vf.SecretKeyRef != nil:
+				kind, name, key = "Secret", vf.SecretKeyRef.Name, vf.SecretKeyRef.Key
+				optional = vf.SecretKeyRef.Optional != nil && *vf.SecretKeyRef.Optional
+			}
+			ref := projections.Key{Kind: kind, Namespace: ns, Name: name}
+			val, found, err := r.lookup(ref, key)
+			if err != nil {
+				return fmt.Errorf("container %s env %s: %w", c.Name, e.Name, err)
+			}
+			if !found && !optional {
+				r.wait(pod, ref)
+				return fmt.Errorf("container %s env %s: %s has no key %q (or does not exist)", c.Name, e.Name, ref, key)
+			}
+			e.Value, e.ValueFrom = val, nil
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) lookup(ref projections.Key, key string) (string, bool, error) {
+	obj := r.cfg.State.Get(ref)
+	if obj == nil || obj.GetStatus().GetGoal() == projections.GoalDeleted {
+		return "", false, nil
+	}
+	fields := obj.GetSpec().GetFields()
+	if ref.Kind == "Secret" {
+		if v, ok := fields["stringData"].GetStructValue().GetFields()[key]; ok {
+			return v.GetStringValue(), true, nil
+		}
+		if v, ok := fields["data"].GetStructValue().GetFields()[key]; ok {
+			b, err := base64.StdEncoding.DecodeString(v.GetStringValue())
+			if err != nil {
+				return "", false, fmt.Errorf("%s data.%s is not base64", ref, key)
+			}
+			return string(b), true, nil
+		}
+		return "", false, nil
+	}
+	v, ok := fields["data"].GetStructValue().GetFields()[key]
+	return v.GetStringValue(), ok, nil
+}
+
+// Finalize implements reconcilers.Reconciler: it asks the agent to stop
+// the pod and finishes once the agent reports it Terminated; a pod whose
+// node is gone, NotReady or never ran it needs no agent.
+func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (reconcilers.Result, error) {
+	key := projections.ObjectKey(obj)
+	r.unwait(key)
+	spec, err := podspec.Pod(obj.GetSpec())
+	if err != nil || spec.NodeName == "" {
+		return reconcilers.Result{}, nil
+	}
+	node := r.cfg.State.Get(projections.Key{Kind: podspec.KindNode, Name: spec.NodeName})
+	st := obj.GetStatus()
+	// Nothing runs for a pod that is gone from a lost node, stopped, or
+	// finished for good: no agent needs to confirm.
+	if node == nil || node.GetStatus().GetPhase() == NodeNotReady || st.GetPhase() == "Terminated" || st.GetPhase() == PhaseFailed || (reported(obj) && finished(st)) {
+		return reconcilers.Result{}, r.cfg.Work.DeleteWork(ctx, spec.NodeName, key.Namespace, key.Name)
+	}
+	w := &podspec.Work{Namespace: key.Namespace, Name: key.Name, UID: obj.GetMetadata().GetUid(), Generation: obj.GetMetadata().GetGeneration(), Spec: *spec, Deleted: true}
+	data, err := w.Encode()
+	if err != nil {
+		return reconcilers.Result{}, err
+	}
+	if _, err := r.cfg.Work.PutWork(ctx, spec.NodeName, key.Namespace, key.Name, data); err != nil {
+		return reconcilers.Result{}, err
+	}
+	// The agent's Terminated report runs the pod again; the requeue is a
+	// safety net for a report that got lost.
+	return reconcilers.Result{RequeueAfter: pollTerminated, KeepStatus: true}, nil
+}
+
+// pollTerminated is how often a deleting pod looks for its agent's report
+// when none arrived.
+const pollTerminated = 5 * 1e9
+
+// NodeNotReady is the phase of a Node whose heartbeat stopped.
+const NodeNotReady = "NotReady"

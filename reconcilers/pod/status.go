@@ -1,0 +1,182 @@
+package pod
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	sm "github.com/jetplane/jetplane/reconcilers/statemachine"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// Condition and reason names pod statuses use.
+const (
+	ConditionReady = "Ready"
+	// ReasonUnschedulable is an unbound pod's reason while no scheduler
+	// places it.
+	ReasonUnschedulable = "Unschedulable-until-scheduled"
+	ReasonNodeLost      = "NodeLost"
+	PhaseFailed         = "Failed"
+	PhasePending        = "Pending"
+)
+
+// Entered is the status to record on entering state: the one place a
+// pod's status is made. Phase is the state's name; details hold the
+// v1.PodStatus fields (phase, reason, message, containerStatuses with
+// restart counts and exit codes).
+func Entered(state sm.State[*Run], r *Run) *schemas.Status {
+	name := sm.Name(state)
+	now := r.Env.Now()
+	ps := corev1.PodStatus{Phase: corev1.PodPending}
+	if !r.Started.IsZero() {
+		t := metav1.NewTime(r.Started)
+		ps.StartTime = &t
+	}
+	var waiting *corev1.ContainerStateWaiting
+	var terminated *corev1.ContainerStateTerminated
+	ready := false
+	msg := ""
+	switch s := state.(type) {
+	case Registered:
+		ps.Reason, msg = "Registered", "accepted by the node"
+	case ImagePull:
+		ps.Reason, msg = "Pulling", "pulling images"
+		waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
+	case ImagePullBackoff:
+		ps.Reason, msg = s.Reason, fmt.Sprintf("%s (retry in %s)", s.Message, s.Delay)
+		waiting = &corev1.ContainerStateWaiting{Reason: s.Reason, Message: s.Message}
+	case Starting:
+		ps.Reason, msg = "ContainerCreating", "starting containers"
+		waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
+	case Running:
+		ps.Phase, msg, ready = corev1.PodRunning, "running", true
+	case Completed:
+		ps.Phase, ps.Reason, msg = corev1.PodSucceeded, "Completed", "every container exited 0"
+		if r.policy() == corev1.RestartPolicyAlways {
+			ps.Phase = corev1.PodRunning // it restarts
+		}
+	case Error:
+		ps.Phase, ps.Reason, msg = corev1.PodFailed, s.Reason, s.Message
+		if !s.Final && r.policy() != corev1.RestartPolicyNever {
+			ps.Phase = corev1.PodRunning
+		}
+	case CrashLoopBackoff:
+		ps.Phase, ps.Reason = corev1.PodRunning, "CrashLoopBackOff"
+		msg = fmt.Sprintf("back-off %s restarting failed container (restart %d)", s.Delay, r.Restarts+1)
+		waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: msg}
+	case Terminated:
+		ps.Phase, ps.Reason, msg = corev1.PodFailed, "Terminated", "stopped: deletion requested"
+		terminated = &corev1.ContainerStateTerminated{Reason: "Terminated", ExitCode: 137, FinishedAt: metav1.NewTime(now)}
+	}
+	ps.Message = msg
+	for _, c := range r.Work.Spec.Containers {
+		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: r.Digests[c.Name], RestartCount: int32(r.Restarts), Ready: ready}
+		ex, exited := r.Exits[c.Name]
+		term := func() *corev1.ContainerStateTerminated {
+			reason := ex.Reason
+			if reason == "" {
+				reason = "Completed"
+				if ex.Code != 0 {
+					reason = "Error"
+				}
+			}
+			return &corev1.ContainerStateTerminated{ExitCode: ex.Code, Reason: reason, Message: ex.Message}
+		}
+		switch state.(type) {
+		case Running:
+			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(r.LastStart)}
+			if exited { // the run before this one
+				cs.LastTerminationState.Terminated = term()
+			}
+		case Completed, Error:
+			if exited {
+				cs.State.Terminated = term()
+			} else {
+				cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: ps.Reason, Message: msg}
+			}
+		default:
+			switch {
+			case terminated != nil:
+				cs.State.Terminated = terminated
+			case waiting != nil:
+				cs.State.Waiting = waiting
+			}
+			if exited {
+				cs.LastTerminationState.Terminated = term()
+			}
+		}
+		ps.ContainerStatuses = append(ps.ContainerStatuses, cs)
+	}
+	readyCond := &schemas.Condition{Type: ConditionReady, Status: "False", Reason: ps.Reason, Message: msg}
+	if ready {
+		readyCond = &schemas.Condition{Type: ConditionReady, Status: "True", Reason: "Running"}
+	}
+	return &schemas.Status{
+		Phase:              name,
+		Message:            msg,
+		Conditions:         []*schemas.Condition{readyCond},
+		ObservedGeneration: r.Work.Generation,
+		Details:            details(ps),
+	}
+}
+
+// details turns a v1 status into Status.details.
+func details(v any) *structpb.Struct {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // v1 types always encode
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		panic(err)
+	}
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// PodStatus reads a pod's Status.details back as a v1.PodStatus.
+func PodStatus(st *schemas.Status) (*corev1.PodStatus, error) {
+	ps := new(corev1.PodStatus)
+	if st.GetDetails() == nil {
+		return ps, nil
+	}
+	raw, err := st.Details.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return ps, json.Unmarshal(raw, ps)
+}
+
+// stamp sets each condition's transition time: now, or prev's when the
+// condition's status did not change.
+func stamp(st, prev *schemas.Status, now time.Time) {
+	for _, c := range st.GetConditions() {
+		c.LastTransitionTime = timestamppb.New(now)
+		for _, p := range prev.GetConditions() {
+			if p.GetType() == c.GetType() && p.GetStatus() == c.GetStatus() && p.GetLastTransitionTime() != nil {
+				c.LastTransitionTime = p.LastTransitionTime
+			}
+		}
+	}
+}
+
+// finished reports whether a pod's status says it ended for good: the v1
+// phase an agent reported is Succeeded or Failed.
+func finished(st *schemas.Status) bool {
+	if st.GetPhase() == "Terminated" {
+		return false
+	}
+	switch st.GetDetails().GetFields()["phase"].GetStringValue() {
+	case string(corev1.PodSucceeded), string(corev1.PodFailed):
+		return true
+	}
+	return false
+}

@@ -1,0 +1,242 @@
+package pod
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// wasmPage is WebAssembly's page size.
+const wasmPage = 64 << 10
+
+// wasmHost compiles each module once per digest (and memory limit), with
+// wazero's on-disk compilation cache under the node's directory, and
+// instantiates it per container start. Safe for concurrent use.
+type wasmHost struct {
+	cache wazero.CompilationCache
+
+	mu       sync.Mutex
+	runtimes map[uint32]wazero.Runtime // by memory limit in pages (0: none)
+	modules  map[string]*compiled      // by digest and limit
+}
+
+type compiled struct {
+	once sync.Once
+	mod  wazero.CompiledModule
+	err  error
+}
+
+func newWasmHost(dir string) (*wasmHost, error) {
+	cache, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("compilation cache %s: %w", dir, err)
+	}
+	return &wasmHost{cache: cache, runtimes: map[uint32]wazero.Runtime{}, modules: map[string]*compiled{}}, nil
+}
+
+// runtime is the wazero runtime for modules limited to pages of memory.
+// A limit is a runtime setting in wazero, so each limit gets its own.
+func (h *wasmHost) runtime(ctx context.Context, pages uint32) (wazero.Runtime, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if rt, ok := h.runtimes[pages]; ok {
+		return rt, nil
+	}
+	cfg := wazero.NewRuntimeConfig().WithCompilationCache(h.cache).WithCloseOnContextDone(true)
+	if pages > 0 {
+		cfg = cfg.WithMemoryLimitPages(pages)
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		_ = rt.Close(ctx)
+		return nil, err
+	}
+	h.runtimes[pages] = rt
+	return rt, nil
+}
+
+// compile returns the module at path (digest names it), compiled once.
+func (h *wasmHost) compile(ctx context.Context, digest, path string, pages uint32) (wazero.Runtime, wazero.CompiledModule, error) {
+	rt, err := h.runtime(ctx, pages)
+	if err != nil {
+		return nil, nil, err
+	}
+	key := fmt.Sprintf("%s/%d", digest, pages)
+	h.mu.Lock()
+	c, ok := h.modules[key]
+	if !ok {
+		c = &compiled{}
+		h.modules[key] = c
+	}
+	h.mu.Unlock()
+	c.once.Do(func() {
+		var bin []byte
+		if bin, c.err = os.ReadFile(path); c.err == nil {
+			c.mod, c.err = rt.CompileModule(context.WithoutCancel(ctx), bin)
+		}
+	})
+	return rt, c.mod, c.err
+}
+
+func (h *wasmHost) close(ctx context.Context) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, rt := range h.runtimes {
+		_ = rt.Close(ctx)
+	}
+	_ = h.cache.Close(ctx)
+}
+
+// wasmSpec is one container start.
+type wasmSpec struct {
+	args           []string
+	env            [][2]string
+	stdout, stderr io.Writer
+	mounts         [][2]string // host dir, guest path
+	pages          uint32
+}
+
+// wasmProc is a running module. Its output's last bytes are kept for the
+// exit message.
+type wasmProc struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	exit   Exit
+	tail   *tailBuffer
+}
+
+func (p *wasmProc) Done() <-chan struct{} { return p.done }
+func (p *wasmProc) Exit() Exit            { return p.exit }
+func (p *wasmProc) Kill()                 { p.cancel(); <-p.done }
+
+// start instantiates mod: the WASI start function runs in its own
+// goroutine until the module exits, traps, or ctx ends.
+func (h *wasmHost) start(ctx context.Context, rt wazero.Runtime, mod wazero.CompiledModule, s wasmSpec) *wasmProc {
+	pctx, cancel := context.WithCancel(ctx)
+	p := &wasmProc{cancel: cancel, done: make(chan struct{}), tail: &tailBuffer{max: 2048, watch: "out of memory"}}
+	cfg := wazero.NewModuleConfig().WithName("").WithArgs(s.args...).
+		WithStdout(s.stdout).WithStderr(io.MultiWriter(s.stderr, p.tail)).
+		// WASI needs clocks and randomness to run a Go program; these are
+		// the host's. Files only through the pod's volumes.
+		WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader).
+		// A module asleep in the host (a Go program whose goroutines all
+		// wait) wakes when it is stopped, so stopping never waits for
+		// its timer.
+		WithNanosleep(func(ns int64) {
+			t := time.NewTimer(time.Duration(ns))
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-pctx.Done():
+			}
+		})
+	for _, kv := range s.env {
+		cfg = cfg.WithEnv(kv[0], kv[1])
+	}
+	if len(s.mounts) > 0 {
+		fsc := wazero.NewFSConfig()
+		for _, m := range s.mounts {
+			fsc = fsc.WithDirMount(m[0], m[1])
+		}
+		cfg = cfg.WithFSConfig(fsc)
+	}
+	go func() {
+		defer close(p.done)
+		defer cancel()
+		inst, err := rt.InstantiateModule(pctx, mod, cfg)
+		if inst != nil {
+			_ = inst.Close(context.Background())
+		}
+		p.exit = exitOf(err, p.tail, s.pages)
+	}()
+	return p
+}
+
+// exitOf turns how instantiation ended into an Exit.
+func exitOf(err error, tail *tailBuffer, pages uint32) Exit {
+	lastLine, oom := tail.lastLine(), tail.seen()
+	if err == nil {
+		return Exit{}
+	}
+	var ee *sys.ExitError
+	if errors.As(err, &ee) {
+		switch code := ee.ExitCode(); {
+		case code == sys.ExitCodeContextCanceled || code == sys.ExitCodeDeadlineExceeded:
+			return Exit{Code: 137, Reason: "Killed", Message: "stopped through its context"}
+		case code != 0 && pages > 0 && oom != "":
+			return Exit{Code: int32(code), Reason: "OOMKilled", Message: fmt.Sprintf("memory limit of %d bytes reached: %s", uint64(pages)*wasmPage, oom)}
+		default:
+			return Exit{Code: int32(code), Message: lastLine}
+		}
+	}
+	// A trap: out of bounds, unreachable, stack exhausted, memory.grow
+	// refused inside the runtime.
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i > 0 {
+		msg = msg[:i]
+	}
+	reason := "Trap"
+	if strings.Contains(msg, "out of memory") || pages > 0 && oom != "" {
+		reason = "OOMKilled"
+	}
+	return Exit{Code: 134, Reason: reason, Message: msg}
+}
+
+// tailBuffer keeps the last max bytes written, and the first line that
+// contained watch.
+type tailBuffer struct {
+	mu    sync.Mutex
+	max   int
+	buf   []byte
+	watch string
+	found string
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if t.watch != "" && t.found == "" {
+		if i := bytes.Index(t.buf, []byte(t.watch)); i >= 0 {
+			start := bytes.LastIndexByte(t.buf[:i], '\n') + 1
+			end := bytes.IndexByte(t.buf[i:], '\n')
+			if end < 0 {
+				end = len(t.buf) - i
+			}
+			t.found = string(t.buf[start : i+end])
+		}
+	}
+	if len(t.buf) > t.max {
+		t.buf = append([]byte(nil), t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) seen() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.found
+}
+
+func (t *tailBuffer) lastLine() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := bytes.Split(bytes.TrimSpace(t.buf), []byte("\n"))
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := bytes.TrimSpace(lines[i]); len(l) > 0 {
+			return string(l)
+		}
+	}
+	return ""
+}
