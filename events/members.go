@@ -109,6 +109,14 @@ func (l *Log) Join(ctx context.Context, instance string, opts MemberOptions) (*M
 	}
 	m := &Members{kv: kv, self: instance, opts: opts, heard: map[string]heard{},
 		changed: make(chan struct{}), claims: map[int]uint64{}, uncertain: map[int]bool{}, claiming: map[int]bool{}, done: make(chan struct{})}
+	// A process that ran under this name before may have left claims
+	// behind (its release cut short by a stop, a crash): while this name
+	// lives, no one else takes them, and this process does not hold them.
+	// So every partition's claim is looked at once by the sweep, which
+	// removes those that name this instance and that it does not hold.
+	for p := range l.Partitions() {
+		m.uncertain[p] = true
+	}
 	if err := m.beat(ctx); err != nil {
 		return nil, err
 	}

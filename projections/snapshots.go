@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -33,8 +34,17 @@ const snapshotPrefix = SnapshotName + "."
 // sequence.
 func snapshotBlob(seq uint64) string { return fmt.Sprintf("%s%020d", snapshotPrefix, seq) }
 
+// listTimeout bounds listing the snapshots. A listing reads the bucket
+// with a consumer, which, while the cluster has no leader for the bucket
+// (a cluster forming, an election), is never answered: the caller goes on
+// without snapshots (a restore replays the log, a save skips thinning)
+// rather than waiting for ever.
+const listTimeout = 10 * time.Second
+
 // snapshotSeqs lists the stored snapshots' sequences, ascending.
 func snapshotSeqs(ctx context.Context, b Blobs) ([]uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
 	names, err := b.List(ctx, snapshotPrefix)
 	if err != nil {
 		return nil, err

@@ -48,7 +48,7 @@ func diskFull(t *testing.T, bin, dir string) diskRow {
 	p.start(t, bin)
 	c.waitSpread(time.Minute)
 
-	l := &load{acked: map[string][]int{}, tried: map[string]int{}, firstErr: map[string]int{}}
+	l := &load{acked: map[string][]int{}, tried: map[string]int{}, failed: map[string][]int{}, firstErr: map[string]int{}}
 	l.clients = func() []*api.Client { return []*api.Client{p.client()} }
 	l.resume(2)
 	time.Sleep(3 * time.Second)

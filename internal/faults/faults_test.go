@@ -124,7 +124,7 @@ func TestFaults(t *testing.T) {
 	began := time.Now()
 	c := startCluster(t, bin, dir, 2*time.Millisecond)
 	t.Logf("cluster of three up, partitions spread, in %s", time.Since(began).Round(time.Millisecond))
-	l := &load{acked: map[string][]int{}, tried: map[string]int{}, firstErr: map[string]int{}}
+	l := &load{acked: map[string][]int{}, tried: map[string]int{}, failed: map[string][]int{}, firstErr: map[string]int{}}
 	l.clients = func() []*api.Client {
 		var out []*api.Client
 		for _, p := range c.procs {

@@ -36,6 +36,7 @@ type load struct {
 	v       int              // last spec value handed out
 	acked   map[string][]int // object → spec values acknowledged
 	tried   map[string]int   // object → highest spec value attempted
+	failed  map[string][]int // object → spec values whose apply failed
 	// timeline of apply outcomes, for recovery times.
 	outcomes []outcome
 	firstErr map[string]int // distinct error messages seen, with counts
@@ -97,6 +98,9 @@ func (l *load) once(i int) {
 			msg = msg[:160]
 		}
 		l.firstErr[msg]++
+		for _, n := range names {
+			l.failed[n] = append(l.failed[n], v)
+		}
 		time.Sleep(50 * time.Millisecond) // a refused connection fails at once
 		return
 	}
@@ -245,7 +249,10 @@ func unconverged(c *cluster, l *load) []string {
 		switch {
 		case !reconcilers.IsReady(o) || o.Status.ObservedGeneration != o.Metadata.Generation:
 			bad = append(bad, fmt.Sprintf("%s not Ready at generation %d (observed %d)", name, o.Metadata.Generation, o.Status.ObservedGeneration))
-		case len(acked) > 0 && got < acked[len(acked)-1]:
+		case len(acked) > 0 && got < acked[len(acked)-1] && !slices.Contains(l.failed[name], got):
+			// An apply that failed (its process died after writing, or
+			// it timed out) may have landed after a later acknowledged
+			// one; anything else older is a lost change.
 			bad = append(bad, fmt.Sprintf("%s at v=%d, older than the last acknowledged %d", name, got, acked[len(acked)-1]))
 		case got > l.tried[name]:
 			bad = append(bad, fmt.Sprintf("%s at v=%d, never applied", name, got))
