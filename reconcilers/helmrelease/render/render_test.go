@@ -88,7 +88,7 @@ metadata: {name: {{ .Release.Namespace }}}
 func TestHooksAreReported(t *testing.T) {
 	res := load(t, map[string]string{
 		"templates/job.yaml":   "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  annotations: {helm.sh/hook: pre-install}\n",
-		"templates/test.yaml":  "apiVersion: v1\nkind: Pod\nmetadata:\n  name: smoke\n  annotations: {helm.sh/hook: test}\n",
+		"templates/test.yaml":  "apiVersion: v1\nkind: Pod\nmetadata:\n  name: smoke\n  annotations: {helm.sh/hook: test}\nspec:\n  containers: [{name: smoke, image: smoke:1}]\n",
 		"templates/cm.yaml":    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
 		"templates/NOTES.txt":  "thanks for installing {{ .Release.Name }}",
 		"templates/_help.tpl":  "{{ define \"x\" }}y{{ end }}",
