@@ -92,6 +92,8 @@ var routeVerbs = map[string]verb{
 	"GET /v1/history":   verbRead,
 	"GET /v1/state":     verbRead,
 	"GET /v1/clusters":  verbRead,
+	// A backup is the whole log, sealed secrets and all: admins only.
+	"GET /v1/backup": verbAdmin,
 }
 
 // anonymous acts for every request when the server has no tokens.

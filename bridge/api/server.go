@@ -51,6 +51,11 @@ type Config struct {
 	// Clusters reports the Kubernetes clusters the bridge watches; nil
 	// when it watches none.
 	Clusters func() []Cluster
+	// Charts keeps charts pushed with `jetplane chart push`; nil refuses
+	// pushes.
+	Charts ChartStore
+	// Backup writes an online backup of the log; nil refuses backups.
+	Backup func(ctx context.Context, w io.Writer) error
 	// NextRun, when set, is the reconciler runtime's own view of when a
 	// key runs next; get and list show it as status.nextRunTime (the log
 	// records that time only with a status that changed otherwise).
@@ -144,6 +149,8 @@ func New(cfg Config) (*Server, error) {
 	s.route("GET /v1/clusters", s.clusters)
 	s.routeCLI()
 	s.podRoutes()
+	s.route("PUT /v1/charts/{name}/{version}", s.putChart)
+	s.route("GET /v1/backup", s.backup)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	if cfg.Gatherer != nil {

@@ -96,6 +96,7 @@ Start the control plane with 'jetplane serve'; the other commands talk to it.`,
 	root.AddCommand(newNode(), newImage(g), newLogs(g))
 	root.AddCommand(newCreds(), newKeys())
 	secretFlags(root, g)
+	root.AddCommand(newChart(g), newRollback(g), newTemplate(), newBackup(g), newRestore())
 	finishCommands(root, g)
 	return root
 }

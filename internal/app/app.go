@@ -106,6 +106,7 @@ type App struct {
 	projector *projections.Projector
 	api       *api.Server
 	runtime   *reconcilers.Runtime
+	gate      *gate.Gate
 	bridge    *kube.Bridge // nil without clusters
 	listener  net.Listener
 	seal      *seal.Sealer // nil without a key file (secrets.go)
@@ -180,29 +181,37 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	recs := append(slices.Clone(cfg.Reconcilers), podRecs...)
+	charts, err := openCharts(ctx, a.log, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	var ar *apply.Reconciler
 	if len(cfg.Clusters) > 0 {
 		// With clusters, jetplane pushes Apply objects into them.
 		rcs, err := cfg.Clusters.RESTConfigs()
 		if err != nil {
 			return nil, err
 		}
-		ar, err := apply.New(apply.Config{Clusters: rcs, State: a.store})
-		if err != nil {
+		if ar, err = apply.New(apply.Config{Clusters: rcs, State: a.store}); err != nil {
 			return nil, err
 		}
 		recs = append(slices.Clone(recs), ar)
 	}
+	hr, err := a.newHelmRelease(charts, ar)
+	if err != nil {
+		return nil, err
+	}
+	recs = append(slices.Clone(recs), hr)
 	if a.runtime, err = reconcilers.New(reconcilers.Config{
 		Log: a.log, State: a.store, Reconcilers: recs, Instance: cfg.Instance,
 		Queue: cfg.Queue, Logger: cfg.Logger, Metrics: reconcilers.NewMetrics(reg),
 	}); err != nil {
 		return nil, err
 	}
-	g, err := gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.runtime.Handles, Logger: cfg.Logger})
-	if err != nil {
+	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.runtime.Handles, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
-	if err := a.podServices(g); err != nil {
+	if err := a.podServices(a.gate); err != nil {
 		return nil, err
 	}
 	var clusters func() []api.Cluster
@@ -224,7 +233,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		Name: "jetplane_projection_objects", Help: "Objects in current state.",
 	}, func() float64 { return float64(a.store.Len()) }))
 	if a.api, err = api.New(api.Config{Sealer: a.seal, Limits: cfg.APILimits,
-		Gate: g, Store: a.store, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters, NextRun: a.runtime.NextRun,
+		Gate: a.gate, Store: a.store, Charts: charts, Backup: a.backup, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters, NextRun: a.runtime.NextRun,
 		Tokens: cfg.Tokens, Principals: cfg.Principals, Registerer: reg, Gatherer: reg, Logger: cfg.Logger, Pods: a.pods,
 		Reconciler: a.reconcilerOf, Version: a.version(), Console: console.Handler(), Partitions: a.log.PartitionHolders,
 	}); err != nil {

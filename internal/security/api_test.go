@@ -71,6 +71,9 @@ func TestAPIRefusesWithoutTheRight(t *testing.T) {
 		{"scoped reader: get elsewhere", "shop-reader-token", "GET", "/v1/object?kind=ConfigMap&namespace=other&name=x", "", 403},
 		{"scoped reader: watch everything", "shop-reader-token", "GET", "/v1/watch", "", 403},
 		{"scoped reader: state of everything", "shop-reader-token", "GET", "/v1/state?at=1", "", 403},
+		{"reader: backup of the whole log", "reader-token", "GET", "/v1/backup", "", 403},
+		{"writer: backup of the whole log", "writer-token", "GET", "/v1/backup", "", 403},
+		{"reader: push a chart", "reader-token", "PUT", "/v1/charts/web/1.0.0", "x", 403},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -20,6 +20,7 @@ const userAgent = "jetplane-apply"
 // cluster is the clients of one cluster. Safe for concurrent use.
 type cluster struct {
 	dyn    dynamic.Interface
+	disc   discovery.DiscoveryInterface
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 
 	mu        sync.Mutex
@@ -39,7 +40,7 @@ func newCluster(cfg *rest.Config) (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cluster{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
+	return &cluster{dyn: dyn, disc: dc, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
 }
 
 // mapping resolves gvk to its resource through the cluster's discovery

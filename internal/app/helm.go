@@ -1,0 +1,102 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jetplane/jetplane/bridge/gate"
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/internal/retry"
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/reconcilers/apply"
+	"github.com/jetplane/jetplane/reconcilers/helmrelease"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// newHelmRelease builds the HelmRelease reconciler. It writes children
+// through the gate, which exists only after the runtime that runs it, so
+// the writer reads a.gate when called. ar is nil without clusters.
+func (a *App) newHelmRelease(charts *events.Charts, ar *apply.Reconciler) (*helmrelease.Reconciler, error) {
+	cfg := helmrelease.Config{
+		State:  helmState{clearSecrets{a.store, a.seal}},
+		Writer: gateWriter{a},
+		Charts: chartStore{charts},
+		History: func(ctx context.Context, k projections.Key) ([]*schemas.Event, error) {
+			return a.log.History(ctx, k.Proto())
+		},
+		Reconciled: func(kind string) bool { return a.runtime != nil && a.runtime.Handles(kind) },
+		Actor:      actor(a.cfg.Instance),
+	}
+	if ar != nil {
+		cfg.Capabilities = ar.Capabilities
+	}
+	return helmrelease.New(cfg)
+}
+
+type gateWriter struct{ a *App }
+
+func (w gateWriter) Apply(ctx context.Context, actor string, objs []*schemas.Object) (int, error) {
+	out, err := w.a.gate.Apply(ctx, actor, objs, "")
+	n := 0
+	for _, o := range out {
+		if o.Action != gate.Unchanged {
+			n++
+		}
+	}
+	return n, err
+}
+
+func (w gateWriter) Delete(ctx context.Context, actor string, k projections.Key) error {
+	_, err := w.a.gate.Delete(ctx, actor, k, "")
+	if errors.Is(err, gate.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+type chartStore struct{ c *events.Charts }
+
+func (s chartStore) Get(ctx context.Context, name, version string) ([]byte, error) {
+	data, err := s.c.Get(ctx, name, version)
+	if errors.Is(err, events.ErrNotFound) {
+		return nil, fmt.Errorf("%s:%s: %w", name, version, helmrelease.ErrChartNotFound)
+	}
+	return data, err
+}
+
+func actor(instance string) string {
+	if instance == "" {
+		return "reconciler/" + helmrelease.Kind
+	}
+	return "reconciler/" + helmrelease.Kind + "@" + instance
+}
+
+// openCharts opens the chart bucket like openLog opens the log: a new
+// cluster may still be electing its metadata leader, so short attempts
+// are retried for up to two minutes.
+func openCharts(ctx context.Context, l *events.Log, logger *slog.Logger) (*events.Charts, error) {
+	wait, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var charts *events.Charts
+	err := retry.Do(wait, retry.Constant(500*time.Millisecond), func(attempt int, err error, _ time.Duration) {
+		if retry.Often(attempt) {
+			logger.Info("waiting for JetStream to place the chart store", "err", err)
+		}
+	}, func(int) (err error) {
+		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		charts, err = l.Charts(octx)
+		return err
+	})
+	return charts, err
+}
+
+// helmState is the projection as the HelmRelease reconciler reads it:
+// Secrets named in valuesFrom opened, since their values become chart
+// values (rendered into children, as helm would).
+type helmState struct{ clearSecrets }
+
+func (h helmState) List(q projections.Query) ([]*schemas.Object, uint64) { return h.store.List(q) }

@@ -1,0 +1,15 @@
+// Module image builds jetplane's container image as an OCI image layout,
+// without a Docker daemon (scripts/image). It is its own module so that
+// the registry client's dependencies never enter jetplane's go.mod.
+module github.com/jetplane/jetplane/internal/tools/image
+
+go 1.26.0
+
+require github.com/google/go-containerregistry v0.22.1
+
+require (
+	github.com/klauspost/compress v1.19.2 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+)

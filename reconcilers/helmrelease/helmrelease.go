@@ -1,0 +1,542 @@
+package helmrelease
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"helm.sh/helm/v3/pkg/chartutil"
+
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/reconcilers"
+	"github.com/jetplane/jetplane/reconcilers/helmrelease/render"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// Conditions a HelmRelease's status carries besides Ready.
+const (
+	// ConditionReleased: True once revision N's children are written;
+	// its message names the revision, the chart and the values diff.
+	ConditionReleased = "Released"
+	// ConditionHooks: False when the chart holds hooks or tests, which
+	// jetplane does not run; the message lists them.
+	ConditionHooks = "Hooks"
+)
+
+// Phases besides the runtime's.
+const PhaseProgressing = "Progressing"
+
+// How often a deletion looks again for children still there. Their own
+// changes usually run the release sooner.
+const finalizePoll = 500 * time.Millisecond
+
+// State is the projection, as far as the reconciler reads it.
+type State interface {
+	Get(projections.Key) *schemas.Object
+	List(projections.Query) ([]*schemas.Object, uint64)
+}
+
+// Writer records desired state: the gate.
+type Writer interface {
+	// Apply records objs atomically and reports how many changed (an
+	// object identical to the stored one is not written).
+	Apply(ctx context.Context, actor string, objs []*schemas.Object) (changed int, err error)
+	// Delete requests deletion of k; a key already gone is not an error.
+	Delete(ctx context.Context, actor string, k projections.Key) error
+}
+
+// History reads every event of one key, oldest first.
+type History func(ctx context.Context, k projections.Key) ([]*schemas.Event, error)
+
+// Capabilities reports a cluster's Kubernetes version ("v1.36.3") and
+// API versions (group/version and group/version/Kind), for rendering.
+type Capabilities func(ctx context.Context, cluster string) (version string, apiVersions []string, err error)
+
+// Config configures a Reconciler. It is read once, by New.
+type Config struct {
+	State   State
+	Writer  Writer
+	Charts  Charts
+	History History
+	// Capabilities of target clusters; nil when jetplane has none (then a
+	// release naming a cluster fails).
+	Capabilities Capabilities
+	// Reconciled reports whether a kind has a reconciler (whose Ready
+	// condition says when an object is ready). Objects of other kinds are
+	// ready once stored. Nil: no kind has one.
+	Reconciled func(kind string) bool
+	// HTTPClient fetches from Helm repositories; default a client with a
+	// 30 s timeout.
+	HTTPClient *http.Client
+	// Actor writes the children (default "reconciler/HelmRelease").
+	Actor string
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.State == nil:
+		return errors.New("helmrelease: Config.State is nil")
+	case c.Writer == nil:
+		return errors.New("helmrelease: Config.Writer is nil")
+	case c.Charts == nil:
+		return errors.New("helmrelease: Config.Charts is nil")
+	case c.History == nil:
+		return errors.New("helmrelease: Config.History is nil")
+	}
+	return nil
+}
+
+// Reconciler reconciles HelmRelease objects. It is safe for concurrent use.
+type Reconciler struct {
+	cfg  Config
+	repo *repository
+
+	mu       sync.Mutex
+	refs     map[projections.Key]map[projections.Key]bool // values object → releases reading it
+	diffs    map[projections.Key]cachedDiff
+	caps     map[string]cachedCaps            // by cluster
+	rendered map[projections.Key]cachedRender // the last render of each release
+}
+
+// capsTTL is how long a cluster's capabilities are reused: a release runs
+// on every change of its children, and discovery costs two requests.
+const capsTTL = 30 * time.Second
+
+type cachedCaps struct {
+	at          time.Time
+	version     string
+	apiVersions []string
+}
+
+// cachedRender is a release's last render, reused while its inputs (the
+// archive, the values and the capabilities, hashed) are the same.
+type cachedRender struct {
+	inputs  [32]byte
+	res     *render.Result
+	version string
+}
+
+var _ reconcilers.Watcher = (*Reconciler)(nil)
+
+// New checks cfg.
+func New(cfg Config) (*Reconciler, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	if cfg.Reconciled == nil {
+		cfg.Reconciled = func(string) bool { return false }
+	}
+	if cfg.Actor == "" {
+		cfg.Actor = "reconciler/" + Kind
+	}
+	return &Reconciler{cfg: cfg, repo: &repository{client: cfg.HTTPClient}, refs: map[projections.Key]map[projections.Key]bool{}, diffs: map[projections.Key]cachedDiff{},
+		caps: map[string]cachedCaps{}, rendered: map[projections.Key]cachedRender{}}, nil
+}
+
+// Kinds implements reconcilers.Reconciler.
+func (r *Reconciler) Kinds() []string { return []string{Kind} }
+
+// Owners implements reconcilers.Watcher: a child (it carries the owner
+// labels) runs its release, so the release's status follows its
+// children; a ConfigMap or Secret a release reads values from runs that
+// release.
+func (r *Reconciler) Owners(rec *schemas.ObjectRecord) []projections.Key {
+	md := rec.GetMetadata()
+	if strings.IndexByte(md.GetNamespace(), '/') >= 0 {
+		return nil // observed in a Kubernetes cluster
+	}
+	labels := md.GetLabels()
+	ns, okNS := labels[LabelReleaseNamespace]
+	name, okName := labels[LabelReleaseName]
+	var out []projections.Key
+	if okNS && okName {
+		out = append(out, projections.Key{Kind: Kind, Namespace: ns, Name: name})
+	}
+	if k := rec.GetKind(); (k == "ConfigMap" || k == "Secret") && !strings.Contains(rec.GetApiVersion(), "/") {
+		r.mu.Lock()
+		for rel := range r.refs[projections.Key{Kind: k, Namespace: md.GetNamespace(), Name: md.GetName()}] {
+			out = append(out, rel)
+		}
+		r.mu.Unlock()
+	}
+	return out
+}
+
+// Reconcile implements reconcilers.Reconciler: it renders the release's
+// chart with its values, writes the children that changed, deletes the
+// children that left the render, and reports the children's readiness.
+// A chart or values the release is to blame for fail the run terminally
+// and touch no child: the previous revision keeps running.
+func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconcilers.Result, error) {
+	key := projections.ObjectKey(obj)
+	spec, err := decodeSpec(obj)
+	if err != nil {
+		return reconcilers.Result{}, reconcilers.Terminal(err)
+	}
+	r.noteRefs(key, spec)
+	revision := int(obj.GetMetadata().GetGeneration())
+	res, version, err := r.render(ctx, key, spec, revision)
+	if err != nil {
+		return reconcilers.Result{}, err
+	}
+	// Without a cluster, dependsOn on a kind nothing reconciles would hold
+	// its dependents for ever (it never turns Ready); such objects are
+	// written with their dependents in one atomic batch anyway.
+	keep := r.cfg.Reconciled
+	if spec.Cluster != "" {
+		keep = nil
+	}
+	children, err := Children(key, spec.Cluster, res, keep)
+	if err != nil {
+		return reconcilers.Result{}, reconcilers.Terminal(err)
+	}
+	// Most runs follow a child's status change and find every child as
+	// rendered: then the gate is not asked at all.
+	if !r.inState(children) {
+		if _, err := r.cfg.Writer.Apply(ctx, r.cfg.Actor, children); err != nil {
+			return reconcilers.Result{}, fmt.Errorf("write children: %w", err)
+		}
+	}
+	want := map[projections.Key]bool{}
+	for _, c := range children {
+		want[projections.ObjectKey(c)] = true
+	}
+	existing, _ := r.cfg.State.List(projections.Query{Group: Group(key)})
+	var stale []*schemas.Object
+	for _, o := range existing {
+		if !want[projections.ObjectKey(o)] && owned(o, key) {
+			stale = append(stale, o)
+		}
+	}
+	if err := r.prune(ctx, stale); err != nil {
+		return reconcilers.Result{}, err
+	}
+	diff, err := r.valuesDiff(ctx, key, obj)
+	if err != nil {
+		diff = "values diff unavailable: " + err.Error()
+	}
+	released := fmt.Sprintf("revision %d: chart %s %s", revision, spec.Chart.Name, version)
+	if diff != "" {
+		released += "; " + diff
+	}
+	return r.summary(children, len(stale), released, res.Unsupported), nil
+}
+
+// render fetches the chart, gathers the values and renders. Errors the
+// release is to blame for are terminal.
+func (r *Reconciler) render(ctx context.Context, key projections.Key, spec *Spec, revision int) (*render.Result, string, error) {
+	archive, version, err := r.fetch(ctx, spec)
+	if err != nil {
+		return nil, "", err
+	}
+	values, err := r.values(key, spec)
+	if err != nil {
+		return nil, "", err
+	}
+	opts := render.Options{
+		ReleaseName: key.Name, Namespace: spec.ReleaseNamespace, Revision: revision, IsUpgrade: revision > 1,
+		Values: values,
+	}
+	if spec.Cluster != "" {
+		if r.cfg.Capabilities == nil {
+			return nil, "", reconcilers.Terminal(&FieldError{"spec.cluster", fmt.Sprintf("%q: jetplane has no Kubernetes clusters configured (serve --clusters)", spec.Cluster)})
+		}
+		if opts.KubeVersion, opts.APIVersions, err = r.capabilities(ctx, spec.Cluster); err != nil {
+			return nil, "", fmt.Errorf("cluster %s: %w", spec.Cluster, err)
+		}
+	}
+	inputs := hashInputs(archive, opts)
+	r.mu.Lock()
+	cached, ok := r.rendered[key]
+	r.mu.Unlock()
+	if ok && cached.inputs == inputs {
+		return cached.res, cached.version, nil
+	}
+	c, err := render.Load(archive)
+	if err != nil {
+		return nil, "", reconcilers.Terminal(fmt.Errorf("chart %s %s: %w", spec.Chart.Name, version, err))
+	}
+	res, err := render.Render(c, opts)
+	var rerr *render.Error
+	if errors.As(err, &rerr) {
+		return nil, "", reconcilers.Terminal(fmt.Errorf("chart %s %s: %w", spec.Chart.Name, version, err))
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	r.mu.Lock()
+	r.rendered[key] = cachedRender{inputs: inputs, res: res, version: version}
+	r.mu.Unlock()
+	return res, version, nil
+}
+
+// capabilities returns cluster's capabilities, asking it at most every
+// capsTTL.
+func (r *Reconciler) capabilities(ctx context.Context, cluster string) (string, []string, error) {
+	r.mu.Lock()
+	c, ok := r.caps[cluster]
+	r.mu.Unlock()
+	if ok && time.Since(c.at) < capsTTL {
+		return c.version, c.apiVersions, nil
+	}
+	v, apis, err := r.cfg.Capabilities(ctx, cluster)
+	if err != nil {
+		return "", nil, err
+	}
+	r.mu.Lock()
+	r.caps[cluster] = cachedCaps{at: time.Now(), version: v, apiVersions: apis}
+	r.mu.Unlock()
+	return v, apis, nil
+}
+
+// hashInputs digests everything a render depends on.
+func hashInputs(archive []byte, opts render.Options) [32]byte {
+	h := sha256.New()
+	h.Write(archive)
+	enc := json.NewEncoder(h)
+	_ = enc.Encode(opts)
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// fetch returns the packaged chart and its version.
+func (r *Reconciler) fetch(ctx context.Context, spec *Spec) ([]byte, string, error) {
+	if spec.Chart.Repository != "" {
+		archive, version, err := r.repo.fetch(ctx, spec.Chart.Repository, spec.Chart.Name, spec.Chart.Version)
+		if errors.Is(err, render.ErrTooLarge) {
+			err = reconcilers.Terminal(err)
+		}
+		return archive, version, err
+	}
+	archive, err := r.cfg.Charts.Get(ctx, spec.Chart.Name, spec.Chart.Version)
+	if errors.Is(err, ErrChartNotFound) {
+		// Not terminal: the chart may be pushed after the release.
+		return nil, "", fmt.Errorf("spec.chart: %s:%s has not been pushed; push it with `jetplane chart push PATH %s:%s`",
+			spec.Chart.Name, spec.Chart.Version, spec.Chart.Name, spec.Chart.Version)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	return archive, spec.Chart.Version, nil
+}
+
+// values merges the values objects, in order, and the inline values over
+// them.
+func (r *Reconciler) values(key projections.Key, spec *Spec) (map[string]any, error) {
+	merged := map[string]any{}
+	for i, ref := range spec.ValuesFrom {
+		field := fmt.Sprintf("spec.valuesFrom[%d]", i)
+		o := r.cfg.State.Get(projections.Key{Kind: ref.Kind, Namespace: key.Namespace, Name: ref.Name})
+		if o == nil || o.GetStatus().GetGoal() == projections.GoalDeleted {
+			if ref.Optional {
+				continue
+			}
+			// Not terminal: the object's arrival runs the release (Owners).
+			return nil, fmt.Errorf("%s: %s %s/%s does not exist", field, ref.Kind, key.Namespace, ref.Name)
+		}
+		text, ok, err := dataKey(o, ref)
+		if err != nil {
+			return nil, reconcilers.Terminal(fmt.Errorf("%s: %w", field, err))
+		}
+		if !ok {
+			if ref.Optional {
+				continue
+			}
+			return nil, fmt.Errorf("%s: %s %s/%s has no key %q", field, ref.Kind, key.Namespace, ref.Name, ref.Key)
+		}
+		vals, err := chartutil.ReadValues([]byte(text))
+		if err != nil {
+			return nil, reconcilers.Terminal(fmt.Errorf("%s: %s %s/%s key %q: not YAML values: %v", field, ref.Kind, key.Namespace, ref.Name, ref.Key, err))
+		}
+		merged = chartutil.MergeTables(vals.AsMap(), merged)
+	}
+	if spec.Values != nil {
+		merged = chartutil.MergeTables(deepCopy(spec.Values), merged)
+	}
+	return merged, nil
+}
+
+// prune deletes stale children, dependents before what they depend on.
+func (r *Reconciler) prune(ctx context.Context, stale []*schemas.Object) error {
+	for _, o := range reverseOrder(stale) {
+		if o.GetStatus().GetGoal() == projections.GoalDeleted {
+			continue
+		}
+		if err := r.cfg.Writer.Delete(ctx, r.cfg.Actor, projections.ObjectKey(o)); err != nil {
+			return fmt.Errorf("prune %s: %w", projections.ObjectKey(o), err)
+		}
+	}
+	return nil
+}
+
+// Finalize implements reconcilers.Reconciler: it deletes every child,
+// dependents first, and waits until all are gone.
+func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (reconcilers.Result, error) {
+	key := projections.ObjectKey(obj)
+	r.forget(key)
+	r.mu.Lock()
+	delete(r.diffs, key)
+	delete(r.rendered, key)
+	r.mu.Unlock()
+	existing, _ := r.cfg.State.List(projections.Query{Group: Group(key)})
+	var mine []*schemas.Object
+	for _, o := range existing {
+		if owned(o, key) {
+			mine = append(mine, o)
+		}
+	}
+	if len(mine) == 0 {
+		return reconcilers.Result{}, nil
+	}
+	if err := r.prune(ctx, mine); err != nil {
+		return reconcilers.Result{}, err
+	}
+	return reconcilers.Result{
+		RequeueAfter: finalizePoll,
+		Message:      fmt.Sprintf("deleting: %d children left", len(mine)),
+	}, nil
+}
+
+// summary is the release's status: Ready when every child is. While
+// children are on their way the message stays the same (a release of 100
+// children would otherwise write a status for each one that turns Ready);
+// it names the children that are missing or failing, which is what
+// changes it.
+func (r *Reconciler) summary(children []*schemas.Object, pruning int, released string, unsupported []string) reconcilers.Result {
+	var failing []string
+	pending := 0
+	for _, c := range children {
+		k := projections.ObjectKey(c)
+		cur := r.cfg.State.Get(k)
+		switch {
+		case cur == nil:
+			failing = append(failing, k.String()+" (missing)")
+		case r.cfg.Reconciled(k.Kind) && !reconcilers.IsReady(cur):
+			switch phase := cur.GetStatus().GetPhase(); phase {
+			case reconcilers.PhaseError, reconcilers.PhaseFailed:
+				failing = append(failing, k.String()+" ("+phase+": "+cur.GetStatus().GetMessage()+")")
+			default:
+				pending++
+			}
+		}
+	}
+	conds := []*schemas.Condition{{Type: ConditionReleased, Status: "True", Reason: "Rendered", Message: released}}
+	if len(unsupported) > 0 {
+		conds = append(conds, &schemas.Condition{Type: ConditionHooks, Status: "False", Reason: "Unsupported",
+			Message: "not run (jetplane does not run hooks or tests): " + strings.Join(unsupported, "; ")})
+	}
+	if len(failing) == 0 && pending == 0 {
+		msg := fmt.Sprintf("%s; %d/%d children Ready", released, len(children), len(children))
+		if pruning > 0 {
+			msg += fmt.Sprintf("; pruning %d", pruning)
+		}
+		return reconcilers.Result{Phase: reconcilers.PhaseReady, Message: msg, Conditions: conds}
+	}
+	msg := released + "; children progressing"
+	if len(failing) > 0 {
+		const show = 5
+		list := failing
+		if len(list) > show {
+			list = append(slices.Clone(list[:show]), fmt.Sprintf("and %d more", len(failing)-show))
+		}
+		msg += "; not Ready: " + strings.Join(list, ", ")
+	}
+	conds = append(conds, &schemas.Condition{Type: reconcilers.ConditionReady, Status: "False", Reason: "ChildrenNotReady", Message: msg})
+	return reconcilers.Result{Phase: PhaseProgressing, Message: msg, Conditions: conds}
+}
+
+// inState reports whether current state holds every child exactly as
+// given (what the gate would find unchanged).
+func (r *Reconciler) inState(children []*schemas.Object) bool {
+	for _, c := range children {
+		cur := r.cfg.State.Get(projections.ObjectKey(c))
+		if cur == nil || cur.GetStatus().GetGoal() == projections.GoalDeleted || cur.GetApiVersion() != c.GetApiVersion() ||
+			!proto.Equal(cur.GetSpec(), c.GetSpec()) || !sameMeta(cur.GetMetadata(), c.GetMetadata()) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameMeta(cur, want *schemas.ObjectMeta) bool {
+	return cur.GetGroup() == want.GetGroup() && maps.Equal(cur.GetLabels(), want.GetLabels()) &&
+		maps.Equal(cur.GetAnnotations(), want.GetAnnotations()) && slices.EqualFunc(cur.GetDependsOn(), want.GetDependsOn(),
+		func(a, b *schemas.ObjectKey) bool { return proto.Equal(a, b) }) && len(cur.GetFinalizers()) == len(want.GetFinalizers())
+}
+
+// owned reports whether o carries release's owner labels.
+func owned(o *schemas.Object, release projections.Key) bool {
+	l := o.GetMetadata().GetLabels()
+	return l[LabelReleaseNamespace] == release.Namespace && l[LabelReleaseName] == release.Name
+}
+
+// reverseOrder orders objs so that an object comes before every object
+// (of objs) it depends on.
+func reverseOrder(objs []*schemas.Object) []*schemas.Object {
+	in := map[projections.Key]*schemas.Object{}
+	for _, o := range objs {
+		in[projections.ObjectKey(o)] = o
+	}
+	done := map[projections.Key]bool{}
+	var order []*schemas.Object // dependencies first
+	var visit func(o *schemas.Object, depth int)
+	visit = func(o *schemas.Object, depth int) {
+		k := projections.ObjectKey(o)
+		if done[k] || depth > len(objs) {
+			return
+		}
+		done[k] = true
+		for _, d := range o.GetMetadata().GetDependsOn() {
+			if dep, ok := in[projections.KeyOf(d)]; ok {
+				visit(dep, depth+1)
+			}
+		}
+		order = append(order, o)
+	}
+	for _, o := range objs {
+		visit(o, 0)
+	}
+	slices.Reverse(order)
+	return order
+}
+
+func (r *Reconciler) noteRefs(release projections.Key, spec *Spec) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.forgetLocked(release)
+	for _, ref := range spec.ValuesFrom {
+		k := projections.Key{Kind: ref.Kind, Namespace: release.Namespace, Name: ref.Name}
+		if r.refs[k] == nil {
+			r.refs[k] = map[projections.Key]bool{}
+		}
+		r.refs[k][release] = true
+	}
+}
+
+func (r *Reconciler) forget(release projections.Key) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.forgetLocked(release)
+}
+
+func (r *Reconciler) forgetLocked(release projections.Key) {
+	for k, rels := range r.refs {
+		delete(rels, release)
+		if len(rels) == 0 {
+			delete(r.refs, k)
+		}
+	}
+}
