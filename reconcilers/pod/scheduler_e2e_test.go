@@ -1,0 +1,83 @@
+package pod_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/reconcilers/pod"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// The scheduler and the node agents meet only at the Bound event: a burst
+// of pods without a nodeName, applied at once, is placed by the scheduler
+// over two nodes, and each pod runs on the node it was bound to, reported
+// by that node's agent alone, with the decision recorded on its Bound event.
+func TestABurstOfUnboundPodsLandsOnNodesAndRuns(t *testing.T) {
+	c := startCluster(t, nil)
+	c.push("workload:v1", workload(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, err := events.OpenNode(ctx, c.app.Log().Conn(), "n2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag, err := pod.NewAgent(pod.AgentConfig{Node: "n2", Conn: conn, Dir: t.TempDir(), CompileCache: compileCache, Clock: pod.ScaledClock(scale), Heartbeat: time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ag.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for _, n := range []string{"n1", "n2"} {
+		c.wait(projections.Key{Kind: "Node", Name: n}, "Ready", 2*time.Minute, func(o *schemas.Object) bool { return o.GetStatus().GetPhase() == "Ready" })
+	}
+
+	const burst = 20
+	var docs []string
+	for i := range burst {
+		docs = append(docs, strings.Replace(podYAML(fmt.Sprintf("burst-%d", i), "", "Never", "workload:v1", "hello"), "  nodeName: \n", "", 1))
+	}
+	c.apply(strings.Join(docs, "---\n")) // one apply: the whole burst at once
+
+	ran := map[string]int{}
+	for i := range burst {
+		k := podKey("default", fmt.Sprintf("burst-%d", i))
+		o := c.waitPhase(k, "Completed")
+		node := o.GetSpec().GetFields()["nodeName"].GetStringValue()
+		if node != "n1" && node != "n2" {
+			t.Fatalf("%s bound to %q", k, node)
+		}
+		ran[node]++
+		for _, ev := range c.statusEvents(k) {
+			if ev.Actor != "node/"+node {
+				t.Fatalf("%s bound to %s got a report from %s", k, node, ev.Actor)
+			}
+		}
+		all, err := c.app.Log().History(context.Background(), k.Proto())
+		if err != nil {
+			t.Fatal(err)
+		}
+		bound := 0
+		for _, ev := range all {
+			if ev.Type == schemas.EventType_EVENT_TYPE_BOUND {
+				bound++
+				if ev.GetDetail() == nil {
+					t.Fatalf("%s: Bound event without the scheduling decision", k)
+				}
+			}
+		}
+		if bound != 1 {
+			t.Fatalf("%s has %d Bound events, want exactly one", k, bound)
+		}
+	}
+	if ran["n1"] == 0 || ran["n2"] == 0 {
+		t.Fatalf("the burst ran %v: one node got nothing", ran)
+	}
+}
