@@ -3,6 +3,7 @@ package faults_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/events/auth"
 	"github.com/jetplane/jetplane/internal/testenv"
 )
 
@@ -254,13 +256,7 @@ func (c *cluster) streamLeader() *proc {
 	c.t.Helper()
 	var leader *proc
 	eventually(c.t, time.Minute, "the log to have a leader", func() bool {
-		var urls []string
-		for _, p := range c.procs {
-			if p.alive() {
-				urls = append(urls, p.natsURL)
-			}
-		}
-		nc, err := nats.Connect(strings.Join(urls, ","), nats.Timeout(2*time.Second))
+		nc, err := c.connect()
 		if err != nil {
 			return false
 		}
@@ -284,6 +280,27 @@ func (c *cluster) streamLeader() *proc {
 		return false
 	})
 	return leader
+}
+
+// connect connects to the NATS node of a live process, with that
+// process's own instance credentials (each keeps its store in its data
+// directory; the embedded server admits nobody without credentials).
+func (c *cluster) connect() (*nats.Conn, error) {
+	err := errors.New("no process is alive")
+	for _, p := range c.procs {
+		if !p.alive() {
+			continue
+		}
+		var opts []nats.Option
+		if opts, err = events.CredsOptions(filepath.Join(c.dir, p.name, "auth", auth.InstanceFile)); err != nil {
+			continue
+		}
+		var nc *nats.Conn
+		if nc, err = nats.Connect(p.natsURL, append(opts, nats.Timeout(2*time.Second))...); err == nil {
+			return nc, nil
+		}
+	}
+	return nil, err
 }
 
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/reconcilers"
@@ -277,13 +275,7 @@ func lostAcks(t *testing.T, c *cluster, l *load) int {
 	}
 	l.mu.Unlock()
 	// The log itself, read once through one of the live nodes.
-	var urls []string
-	for _, p := range c.procs {
-		if p.alive() {
-			urls = append(urls, p.natsURL)
-		}
-	}
-	nc, err := nats.Connect(strings.Join(urls, ","))
+	nc, err := c.connect()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -302,7 +302,14 @@ func TestCrashLoopBacksOff10s20s40s(t *testing.T) {
 		t.Fatalf("delays %v", delays)
 	}
 	ps, _ := pod.PodStatus(c.app.Store().Get(k).GetStatus())
-	if cs := ps.ContainerStatuses[0]; cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 1 {
+	// The latest exit is the container's state while the pod is in Error
+	// (between an exit and its backoff), and its last state afterwards.
+	cs := ps.ContainerStatuses[0]
+	last := cs.LastTerminationState.Terminated
+	if cs.State.Terminated != nil {
+		last = cs.State.Terminated
+	}
+	if last == nil || last.ExitCode != 1 {
 		t.Fatalf("last termination %+v", cs)
 	}
 	if logs := c.logs("default", "crash", "main"); strings.Count(logs, "about to fail") < 3 {
