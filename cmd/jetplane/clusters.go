@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/bridge/printer"
 )
 
 func newClusters(g *globals) *cobra.Command {
@@ -68,7 +69,7 @@ func clustersTable(w io.Writer, clusters []api.Cluster, now time.Time) error {
 		}
 		last := "-"
 		if c.LastEventTime != nil {
-			last = age(now, *c.LastEventTime) + " ago"
+			last = printer.Age(now, *c.LastEventTime) + " ago"
 		}
 		// A synced cluster's last error is history; the JSON keeps it.
 		errMsg := "-"

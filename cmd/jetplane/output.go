@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/bridge/printer"
@@ -56,7 +54,7 @@ func writeDocs(w io.Writer, format string, docs []json.RawMessage, asList bool) 
 		return nil
 	case "yaml":
 		for i, d := range docs {
-			y, err := jsonToYAML(d)
+			y, err := printer.ToYAML(d)
 			if err != nil {
 				return err
 			}
@@ -74,56 +72,8 @@ func writeDocs(w io.Writer, format string, docs []json.RawMessage, asList bool) 
 	return fmt.Errorf("unknown output format %q", format)
 }
 
-// jsonToYAML converts keeping the key order of the JSON (apiVersion, kind,
-// metadata, spec, status).
-func jsonToYAML(data []byte) ([]byte, error) {
-	var n yaml.Node
-	if err := yaml.Unmarshal(data, &n); err != nil {
-		return nil, err
-	}
-	blockStyle(&n)
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(&n); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), enc.Close()
-}
-
-func blockStyle(n *yaml.Node) {
-	n.Style = 0
-	for _, c := range n.Content {
-		blockStyle(c)
-	}
-}
-
 // kindOf is the kind with its API group, as keys name it.
 func kindOf(o *schemas.Object) string { return projections.ObjectKey(o).Kind }
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// age prints a duration the way kubectl does: 45s, 12m, 3h, 5d.
-func age(now, t time.Time) string {
-	if t.IsZero() || t.Unix() <= 0 {
-		return "-"
-	}
-	d := now.Sub(t)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
-	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
-}
 
 // eventType turns EVENT_TYPE_DELETE_REQUESTED into DeleteRequested.
 func eventType(t schemas.EventType) string {
@@ -160,16 +110,4 @@ func printList(cmd *cobra.Command, output string, items []json.RawMessage) error
 		return err
 	}
 	return printer.Print(w, its, false, printer.Options{Format: output})
-}
-
-func decodeObjects(raws []json.RawMessage) ([]*schemas.Object, error) {
-	out := make([]*schemas.Object, len(raws))
-	for i, r := range raws {
-		o, err := api.DecodeObject(r)
-		if err != nil {
-			return nil, fmt.Errorf("server sent a bad object: %w", err)
-		}
-		out[i] = o
-	}
-	return out, nil
 }

@@ -199,6 +199,30 @@ func (c *cluster) logs(ns, name, container string) string {
 	return b.String()
 }
 
+// startAgent runs a second node agent, in this process, beside the
+// cluster's own (n1), until the test ends, and waits for its Node to be
+// Ready.
+func (c *cluster) startAgent(node string) {
+	t := c.tb
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, err := events.OpenNode(ctx, c.app.Log().Conn(), node)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	ag, err := pod.NewAgent(pod.AgentConfig{Node: node, Conn: conn, Dir: t.TempDir(), CompileCache: compileCache, Clock: pod.ScaledClock(scale), Heartbeat: time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ag.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	c.wait(projections.Key{Kind: "Node", Name: node}, "Ready", 2*time.Minute, func(o *schemas.Object) bool { return o.GetStatus().GetPhase() == "Ready" })
+}
+
 func podYAML(name, node, policy, image string, args ...string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -500,20 +524,7 @@ func TestBadInputIsRefusedAndNothingRuns(t *testing.T) {
 func TestTwoAgentsRunOnlyTheirOwnPods(t *testing.T) {
 	c := startCluster(t, nil)
 	c.push("workload:v1", workload(t))
-	ctx, cancel := context.WithCancel(context.Background())
-	conn, err := events.OpenNode(ctx, c.app.Log().Conn(), "n2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ag, err := pod.NewAgent(pod.AgentConfig{Node: "n2", Conn: conn, Dir: t.TempDir(), CompileCache: compileCache, Clock: pod.ScaledClock(scale), Heartbeat: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- ag.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	c.wait(projections.Key{Kind: "Node", Name: "n2"}, "Ready", 2*time.Minute, func(o *schemas.Object) bool { return o.GetStatus().GetPhase() == "Ready" })
+	c.startAgent("n2")
 	for i := range 3 {
 		c.apply(podYAML(fmt.Sprintf("a%d", i), "n1", "Never", "workload:v1", "hello"))
 		c.apply(podYAML(fmt.Sprintf("b%d", i), "n2", "Never", "workload:v1", "hello"))

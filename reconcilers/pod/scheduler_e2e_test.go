@@ -3,15 +3,11 @@ package pod_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/projections"
-	"github.com/jetplane/jetplane/reconcilers/pod"
 	"github.com/jetplane/jetplane/schemas"
 )
 
@@ -22,22 +18,8 @@ import (
 func TestABurstOfUnboundPodsLandsOnNodesAndRuns(t *testing.T) {
 	c := startCluster(t, nil)
 	c.push("workload:v1", workload(t))
-	ctx, cancel := context.WithCancel(context.Background())
-	conn, err := events.OpenNode(ctx, c.app.Log().Conn(), "n2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ag, err := pod.NewAgent(pod.AgentConfig{Node: "n2", Conn: conn, Dir: t.TempDir(), CompileCache: compileCache, Clock: pod.ScaledClock(scale), Heartbeat: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- ag.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	for _, n := range []string{"n1", "n2"} {
-		c.wait(projections.Key{Kind: "Node", Name: n}, "Ready", 2*time.Minute, func(o *schemas.Object) bool { return o.GetStatus().GetPhase() == "Ready" })
-	}
+	c.startAgent("n2")
+	c.wait(projections.Key{Kind: "Node", Name: "n1"}, "Ready", 2*time.Minute, func(o *schemas.Object) bool { return o.GetStatus().GetPhase() == "Ready" })
 
 	const burst = 20
 	var docs []string
