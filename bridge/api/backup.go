@@ -27,22 +27,5 @@ func (s *Server) backup(w http.ResponseWriter, r *http.Request, actor string) er
 
 // Backup writes an online backup of the log and the chart store to w.
 func (c *Client) Backup(ctx context.Context, w io.Writer) error {
-	u := c.BaseURL + "/v1/backup"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	resp, err := c.httpClient().Do(req)
-	if err != nil {
-		return fmt.Errorf("GET /v1/backup: %w (is `jetplane serve` running there?)", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		return decodeError(resp)
-	}
-	_, err = io.Copy(w, resp.Body)
-	return err
+	return c.do(ctx, http.MethodGet, "/v1/backup", nil, nil, nil, w)
 }

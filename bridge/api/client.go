@@ -140,8 +140,14 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 		_, err = io.Copy(io.Discard, resp.Body)
 		return err
 	}
-	if raw, ok := out.(*json.RawMessage); ok {
-		*raw, err = io.ReadAll(resp.Body)
+	switch o := out.(type) {
+	case *json.RawMessage:
+		*o, err = io.ReadAll(resp.Body)
+		return err
+	case io.Writer:
+		// A body that streams (a backup, logs followed): copied as it
+		// comes, until it ends or ctx does (an error: the copy is cut).
+		_, err = io.Copy(o, resp.Body)
 		return err
 	}
 	return json.NewDecoder(resp.Body).Decode(out)

@@ -233,24 +233,9 @@ func (c *Client) Logs(ctx context.Context, o LogsOptions, w io.Writer) error {
 	if o.Tail >= 0 {
 		q.Set("tail", strconv.Itoa(o.Tail))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.BaseURL, "/")+"/v1/logs?"+q.Encode(), nil)
-	if err != nil {
-		return err
-	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	resp, err := c.httpClient().Do(req)
-	if err != nil {
-		return fmt.Errorf("GET /v1/logs: %w (is `jetplane serve` running there?)", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		return decodeError(resp)
-	}
-	_, err = io.Copy(w, resp.Body)
-	if ctx.Err() != nil {
-		return nil
+	err := c.do(ctx, http.MethodGet, "/v1/logs", q, nil, nil, w)
+	if o.Follow && ctx.Err() != nil {
+		return nil // following ends when the caller stops it
 	}
 	return err
 }

@@ -243,7 +243,8 @@ func TestKubectlHabits(t *testing.T) {
 	t.Run("friction: commands against no server fail fast; watch retries visibly", func(t *testing.T) {
 		dead := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
 		for _, args := range [][]string{{"get"}, {"get", "cm", "x"}, {"apply", "-f", ex}, {"delete", "cm/shop/x"}, {"history", "cm/shop/x"},
-			{"describe", "cm/shop/x"}, {"diff", "-f", ex}, {"state", "--at", "1"}, {"version"}, {"api-resources"}, {"clusters"}} {
+			{"describe", "cm/shop/x"}, {"diff", "-f", ex}, {"state", "--at", "1"}, {"version"}, {"api-resources"}, {"clusters"},
+			{"logs", "hello"}, {"image", "ls"}, {"explain", "Pod/default/x"}, {"backup", filepath.Join(t.TempDir(), "b")}} {
 			start := time.Now()
 			r := jp(t, bin, dead, args...)
 			if r.code == 0 || !strings.Contains(r.stderr, "cannot reach the jetplane server at "+dead) {
