@@ -40,7 +40,8 @@ func renderChart(t *testing.T, valueFiles ...string) []*unstructured.Unstructure
 	if err != nil {
 		t.Fatal(err)
 	}
-	vals := map[string]any{}
+	// As an installer must: the chart refuses an API without tokens.
+	vals := map[string]any{"api": map[string]any{"tokenSecret": "jetplane-tokens"}}
 	for _, f := range valueFiles {
 		v, err := chartutil.ReadValuesFile(filepath.Join(chartDir, f))
 		if err != nil {
@@ -286,3 +287,30 @@ func established(u *unstructured.Unstructured) bool {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Without API tokens the chart does not render (every caller of an open
+// API on the pod network would be admin), unless anonymous access is
+// asked for by name.
+func TestChartRefusesAnOpenAPI(t *testing.T) {
+	c, err := loader.LoadDir(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := func(vals map[string]any) (map[string]string, error) {
+		rv, err := chartutil.ToRenderValues(c, vals, chartutil.ReleaseOptions{Name: "jp", Namespace: namespace, Revision: 1, IsInstall: true}, chartutil.DefaultCapabilities)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return engine.Render(c, rv)
+	}
+	if _, err := render(map[string]any{}); err == nil || !strings.Contains(err.Error(), "api.tokenSecret is required") {
+		t.Fatalf("render without tokens: %v, want a refusal naming api.tokenSecret", err)
+	}
+	files, err := render(map[string]any{"api": map[string]any{"allowAnonymous": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(files["jetplane/templates/statefulset.yaml"], "--allow-anonymous") {
+		t.Fatal("allowAnonymous did not pass --allow-anonymous to jetplane serve")
+	}
+}

@@ -25,6 +25,7 @@ func newServe() *cobra.Command {
 		cfg       app.Config
 		sync      string
 		tokenFile string
+		anonymous bool
 		clusters  string
 		routes    string
 		clusterAt string
@@ -104,6 +105,9 @@ The Go garbage collector runs at GOGC=200 unless GOGC is set.`,
 			} else if tok := os.Getenv("JETPLANE_API_TOKEN"); tok != "" {
 				cfg.Tokens = map[string]string{tok: "admin"}
 			}
+			if len(cfg.Principals) == 0 && len(cfg.Tokens) == 0 && !anonymous && !loopback(cfg.Listen) {
+				return fmt.Errorf("--listen %s: the API would answer every caller that reaches it as admin; give it tokens with --token-file (or JETPLANE_API_TOKEN), listen on 127.0.0.1, or run it open on purpose with --allow-anonymous", cfg.Listen)
+			}
 			if clusters != "" {
 				if cfg.Clusters, err = kube.LoadFile(clusters); err != nil {
 					return fmt.Errorf("--clusters: %w", err)
@@ -161,6 +165,7 @@ The Go garbage collector runs at GOGC=200 unless GOGC is set.`,
 	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "key of --tls-cert")
 	f.StringVar(&cfg.EncryptionKeyFile, "encryption-key-file", "", "key-encryption keys that seal Secrets (jetplane keys rotate makes one); default DATA/auth/encryption.keys, generated")
 	f.StringVar(&tokenFile, "token-file", "", `file of API bearer tokens, one "TOKEN NAME [ROLE [NAMESPACES]]" per line (ROLE admin, writer, reader, +secrets; NAMESPACES a,b or *); without it (and without JETPLANE_API_TOKEN) the API is open`)
+	f.BoolVar(&anonymous, "allow-anonymous", false, "let the API answer without tokens on an address other than loopback (everyone who reaches it acts as admin); refused otherwise")
 	f.Float64Var(&cfg.APILimits.Rate, "api-rate", 100, "API requests per second one token may make on average (negative: unlimited); over it, 429 with Retry-After")
 	f.IntVar(&cfg.APILimits.Burst, "api-burst", 0, "API requests one token may make at once (default 2 × --api-rate)")
 	f.IntVar(&cfg.APILimits.Watches, "api-watches", 32, "watches one token may hold open (negative: unlimited)")
@@ -250,4 +255,17 @@ func readTokens(path string) ([]api.Principal, error) {
 		return nil, errors.New("--token-file " + path + ": no tokens; remove the flag to run without authentication")
 	}
 	return ps, nil
+}
+
+// loopback reports whether addr (host:port) listens on loopback only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

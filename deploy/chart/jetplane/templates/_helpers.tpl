@@ -54,6 +54,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   {{- end }}
   {{- if .Values.api.tokenSecret }}
   - --token-file=/etc/jetplane/tokens/tokens
+  {{- else if .Values.api.allowAnonymous }}
+  - --allow-anonymous
+  {{- else }}
+  {{- fail "api.tokenSecret is required: the API listens on the pod network, and without tokens every caller is admin. Create a Secret with key \"tokens\" (lines of TOKEN NAME [ROLE [NAMESPACES]]) and set api.tokenSecret, or set api.allowAnonymous=true to run the API open on purpose." }}
   {{- end }}
   {{- if include "jetplane.embedded" . }}
   {{- $e := .Values.nats.embedded }}
