@@ -16,6 +16,8 @@ import (
 // Message is one stored event, not yet decoded: readers decode it in the
 // form they need (Event, or Record for folding).
 type Message struct {
+	// Data is the stored payload, the message's own copy: a record decoded
+	// from it shares its memory, so it must not be modified.
 	Data     []byte
 	Sequence uint64
 	// Subject is the stored subject; decoding checks that the event's key
@@ -161,11 +163,19 @@ func pull(t *tail, follow bool, out chan<- rawBatch, quit <-chan struct{}) error
 }
 
 // DecodeRecord parses an event payload as stored in the log, leaving the
-// object's spec encoded. seq is the log sequence it was stored at.
+// object's spec encoded. seq is the log sequence it was stored at. The
+// record shares memory with data (its strings and spec are not copied), so
+// data must not be modified afterwards.
 func DecodeRecord(data []byte, seq uint64) (*schemas.EventRecord, error) {
-	ev := new(schemas.EventRecord)
-	if err := decodeInto(ev, data, seq); err != nil {
-		return nil, err
+	ev, ok := fastRecord(data)
+	if !ok {
+		ev = new(schemas.EventRecord)
+		if err := proto.Unmarshal(data, ev); err != nil {
+			return nil, fmt.Errorf("decode event %d: %w", seq, err)
+		}
+	}
+	if ev.GetKey() == nil {
+		return nil, fmt.Errorf("decode event %d: no key", seq)
 	}
 	ev.Sequence = seq
 	return ev, nil

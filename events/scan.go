@@ -3,9 +3,6 @@ package events
 import (
 	"context"
 	"fmt"
-	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ScanOptions narrows a Scan.
@@ -104,7 +101,10 @@ func (l *Log) Scan(ctx context.Context, opts ScanOptions, fn func(chunk []Messag
 					if opts.Prepare != nil {
 						c.prepared = opts.Prepare(msgs)
 					}
-					j.out <- c
+					select {
+					case j.out <- c:
+					case <-ctx.Done():
+					}
 				})
 				close(j.out)
 				j.err <- err
@@ -123,52 +123,6 @@ func (l *Log) Scan(ctx context.Context, opts ScanOptions, fn func(chunk []Messag
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("scan log: %w", err)
-	}
-	return nil
-}
-
-// readRange reads the events from..to with one ephemeral consumer and
-// hands them on in chunks. last is the scan's last sequence (for
-// Message.Pending). Events the log no longer holds (retention) are
-// skipped.
-func (l *Log) readRange(ctx context.Context, from, to, last uint64, out func([]Message)) error {
-	cfg := jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from}
-	if from <= 1 {
-		cfg = jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
-	}
-	// A pull asks for no more than the range holds, so little is
-	// delivered past its end.
-	batch := int(min(to-from+1, 4096))
-	t, err := openTail(ctx, l.js, StreamName, cfg, 2*time.Second,
-		jetstream.PullMaxMessages(batch), jetstream.PullExpiry(6*time.Second), jetstream.PullHeartbeat(1500*time.Millisecond))
-	if err != nil {
-		return fmt.Errorf("scan log: %w", err)
-	}
-	defer t.Stop()
-	if t.pending == 0 {
-		return nil
-	}
-	b := make([]Message, 0, scanChunk)
-	for {
-		msg, meta, err := t.Next()
-		if err != nil {
-			return fmt.Errorf("scan log: %w", err)
-		}
-		seq := meta.Sequence.Stream
-		if seq > to {
-			break
-		}
-		b = append(b, Message{Data: msg.Data(), Sequence: seq, Pending: last - seq, Subject: msg.Subject()})
-		if len(b) == scanChunk {
-			out(b)
-			b = make([]Message, 0, scanChunk)
-		}
-		if seq == to || meta.NumPending == 0 {
-			break
-		}
-	}
-	if len(b) > 0 {
-		out(b)
 	}
 	return nil
 }

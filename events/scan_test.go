@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,5 +129,96 @@ func TestScanEndedEarlyRemovesItsConsumers(t *testing.T) {
 			t.Fatalf("consumers left behind: %v", names)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A range whose consumer is lost mid-read (its server died, the stream
+// changed leader: here the consumers are deleted under it) goes on from
+// the last event it handed on, on a new consumer: every event arrives
+// exactly once, in order.
+func TestScanGoesOnAfterItsConsumerIsLost(t *testing.T) {
+	l := testenv.Log(t, events.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const n = 5000
+	entries := make([]events.Entry, n)
+	for i := range entries {
+		entries[i] = events.Entry{Event: event(key(fmt.Sprint("k", i%300)), ""), Expect: events.AnyVersion}
+	}
+	if _, errs := l.AppendAsync(ctx, entries); errs != nil {
+		t.Fatal(errs)
+	}
+	js, err := jetstream.New(l.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, events.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	lost := 0
+	next := uint64(1)
+	err = l.Scan(ctx, events.ScanOptions{Range: 2500, Parallel: 2, Prepare: func(c []events.Message) any {
+		once.Do(func() {
+			for name := range stream.ConsumerNames(ctx).Name() {
+				if js.DeleteConsumer(ctx, events.StreamName, name) == nil {
+					lost++
+				}
+			}
+		})
+		return nil
+	}}, func(c []events.Message, _ any) error {
+		for _, m := range c {
+			if m.Sequence != next {
+				return fmt.Errorf("got sequence %d, want %d", m.Sequence, next)
+			}
+			next++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next != n+1 {
+		t.Fatalf("scan ended at %d of %d", next-1, n)
+	}
+	if lost == 0 {
+		t.Fatal("no consumer was deleted under the scan; the test shows nothing")
+	}
+}
+
+// Events the log no longer holds (dropped by its size limit) are skipped:
+// ranges that lie wholly or partly before the log's first event give what
+// is left of them.
+func TestScanSkipsDroppedEvents(t *testing.T) {
+	l := testenv.Log(t, events.Config{MaxBytes: 40_000})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	entries := make([]events.Entry, 1000)
+	for i := range entries {
+		entries[i] = events.Entry{Event: event(key(fmt.Sprint("k", i)), ""), Expect: events.AnyVersion}
+	}
+	if _, errs := l.AppendAsync(ctx, entries); errs != nil {
+		t.Fatal(errs)
+	}
+	var want []uint64
+	if err := l.Read(ctx, events.ReadOptions{}, func(m events.Message) error { want = append(want, m.Sequence); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(want) == 0 || want[0] < 250 || want[0]%100 == 1 {
+		t.Fatalf("the log kept events from %v on; the test needs whole and partial ranges dropped", want[:min(len(want), 1)])
+	}
+	var got []uint64
+	if err := l.Scan(ctx, events.ScanOptions{Range: 100, Parallel: 3, To: 1000}, func(c []events.Message, _ any) error {
+		for _, m := range c {
+			got = append(got, m.Sequence)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("scan gave %d events from %v, want %d from %d", len(got), got[:min(len(got), 3)], len(want), want[0])
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jetplane/jetplane/schemas"
 )
@@ -27,7 +28,12 @@ type Store struct {
 	// dependency costs more than the scan on removal.
 	dependents map[Key][]Key
 
-	notify chan struct{} // closed and replaced after each Apply
+	notify chan struct{} // closed and replaced after an Apply that waited sees
+	// waited is set by WaitFor (under the read lock) before it waits on
+	// notify; Apply replaces notify only then. A replay applies millions of
+	// events that nobody waits for one by one, and a channel made and
+	// closed per event was a fifth of the store's cost.
+	waited atomic.Bool
 	watch  watchHub
 	// bulk defers the secondary indexes while a replay catches up: only
 	// objects is kept current, and EndBulk builds the indexes once from the
@@ -102,8 +108,10 @@ func (s *Store) Apply(ev *schemas.EventRecord) {
 		}
 	}
 	s.seq = ev.Sequence
-	close(s.notify)
-	s.notify = make(chan struct{})
+	if s.waited.Swap(false) {
+		close(s.notify)
+		s.notify = make(chan struct{})
+	}
 }
 
 func (s *Store) index(k Key, o *schemas.ObjectRecord) {
@@ -280,6 +288,9 @@ func (s *Store) Seq() uint64 {
 func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
 	for {
 		s.mu.RLock()
+		// Set under the read lock: the next Apply (which takes the write
+		// lock) sees it and closes the channel read here.
+		s.waited.Store(true)
 		done, ch := s.seq >= seq, s.notify
 		s.mu.RUnlock()
 		if done {

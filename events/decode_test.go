@@ -1,0 +1,147 @@
+package events
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// fullEvent is an event with every field of EventRecord set, in shapes the
+// log holds: labels, annotations, dependencies, finalizers, a status with
+// conditions and a kind's own details, a scheduling decision.
+func fullEvent(r *rand.Rand, i int) *schemas.Event {
+	spec, _ := structpb.NewStruct(map[string]any{"replicas": float64(r.IntN(5)), "image": "app:1", "env": map[string]any{"A": "b"}})
+	details, _ := structpb.NewStruct(map[string]any{"podIP": "10.0.0.1", "restarts": float64(r.IntN(3))})
+	detail, _ := structpb.NewStruct(map[string]any{"node": "n1", "feasible": []any{"n1", "n2"}})
+	ev := &schemas.Event{
+		Id:    fmt.Sprint("ev-", i),
+		Type:  schemas.EventType(r.IntN(7)),
+		Key:   &schemas.ObjectKey{Kind: "Deployment.apps", Namespace: "ns-é", Name: fmt.Sprint("d-", i)},
+		Actor: "user/bench",
+		Time:  timestamppb.New(time.Unix(int64(1e9+i), int64(r.IntN(1e9)))),
+		Cause: fmt.Sprint("cause-", i),
+		Object: &schemas.Object{ApiVersion: "apps/v1", Kind: "Deployment", Spec: spec, Metadata: &schemas.ObjectMeta{
+			Name: "n", Namespace: "ns", Uid: "u-1", Group: "g",
+			Labels:      map[string]string{"app": fmt.Sprint("a", r.IntN(3)), "tier": "web", "": "empty key"},
+			Annotations: map[string]string{"jetplane.io/uid": "k-1", "note": ""},
+			DependsOn:   []*schemas.ObjectKey{{Kind: "ConfigMap", Name: "c"}, {Kind: "Secret", Namespace: "ns", Name: "s"}},
+			Finalizers:  []string{"jetplane.io/cleanup", "x"},
+			Generation:  int64(r.IntN(10)) - 2, ResourceVersion: uint64(r.Int64()),
+			CreationTime: timestamppb.New(time.Unix(-5, 3)), DeletionTime: timestamppb.New(time.Unix(7, 0)),
+		}, Status: &schemas.Status{
+			Goal: "exists", Phase: "Ready", ObservedGeneration: int64(r.IntN(10)), Message: "ok",
+			Conditions:  []*schemas.Condition{{Type: "Ready", Status: "True", Reason: "Done", Message: "m", LastTransitionTime: timestamppb.Now()}, {Type: "Other"}},
+			NextRunTime: timestamppb.Now(), Details: details,
+		}},
+		Detail: detail,
+	}
+	// Leave fields out at random: absence must decode as absence.
+	if r.IntN(3) == 0 {
+		ev.Object.Status = nil
+	}
+	if r.IntN(3) == 0 {
+		ev.Object.Metadata = nil
+	}
+	if r.IntN(4) == 0 {
+		ev.Object = nil
+	}
+	if r.IntN(2) == 0 {
+		ev.Detail = nil
+	}
+	return ev
+}
+
+// checkFast decodes data both ways: whenever the fast path accepts data,
+// proto.Unmarshal must accept it too and give an equal record. It reports
+// whether the fast path accepted.
+func checkFast(t testing.TB, data []byte) bool {
+	t.Helper()
+	slow := new(schemas.EventRecord)
+	slowErr := proto.Unmarshal(data, slow)
+	fast, ok := fastRecord(append([]byte(nil), data...))
+	if !ok {
+		return false
+	}
+	if slowErr != nil {
+		t.Fatalf("fast path accepted %x, proto.Unmarshal refused it: %v", data, slowErr)
+	}
+	if !proto.Equal(fast, slow) {
+		t.Fatalf("fast path decoded %x as\n%v\nproto.Unmarshal as\n%v", data, fast, slow)
+	}
+	return true
+}
+
+func TestFastRecordMatchesUnmarshal(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	accepted, corrupted := 0, 0
+	for i := range 2000 {
+		data, err := proto.Marshal(fullEvent(r, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every event jetplane writes takes the fast path.
+		if !checkFast(t, data) {
+			t.Fatalf("fast path refused a well-formed event %x", data)
+		}
+		accepted++
+		// Corrupted copies: a flipped byte, a truncation, an unknown field,
+		// a field repeated (merged, as proto does). The fast path either
+		// refuses them or decodes them exactly as proto.Unmarshal does.
+		bad := append([]byte(nil), data...)
+		bad[r.IntN(len(bad))] ^= byte(1 + r.IntN(255))
+		if checkFast(t, bad) {
+			corrupted++
+		}
+		checkFast(t, data[:r.IntN(len(data))])
+		checkFast(t, append(append([]byte(nil), data...), data...))
+		unknown := protowire.AppendTag(append([]byte(nil), data...), 99, protowire.VarintType)
+		unknown = protowire.AppendVarint(unknown, 7)
+		if checkFast(t, unknown) {
+			t.Fatal("fast path accepted an unknown field: it would drop it")
+		}
+	}
+	invalid := protowire.AppendTag(nil, 5, protowire.BytesType)
+	invalid = protowire.AppendBytes(invalid, []byte{0xff, 0xfe})
+	if checkFast(t, invalid) {
+		t.Fatal("fast path accepted a string that is not UTF-8")
+	}
+	t.Logf("%d well-formed events, %d corrupted copies decoded alike", accepted, corrupted)
+}
+
+// FuzzFastRecord checks the fast path against proto.Unmarshal on any
+// payload (go test -fuzz FuzzFastRecord ./events/).
+func FuzzFastRecord(f *testing.F) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 20 {
+		data, _ := proto.Marshal(fullEvent(r, i))
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { checkFast(t, data) })
+}
+
+// TestDecodeRecordFallsBack shows an event the fast path refuses still
+// decodes: unknown fields are kept, so a snapshot written from it keeps
+// them too.
+func TestDecodeRecordFallsBack(t *testing.T) {
+	data, _ := proto.Marshal(&schemas.Event{Id: "e", Key: &schemas.ObjectKey{Kind: "K", Name: "n"}})
+	data = protowire.AppendTag(data, 99, protowire.BytesType)
+	data = protowire.AppendBytes(data, []byte("future"))
+	rec, err := DecodeRecord(data, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Sequence != 5 || rec.Key.GetName() != "n" || len(rec.ProtoReflect().GetUnknown()) == 0 {
+		t.Fatalf("got %v, unknown %x", rec, rec.ProtoReflect().GetUnknown())
+	}
+	if _, err := DecodeRecord([]byte{0xff}, 6); err == nil {
+		t.Fatal("a malformed payload decoded")
+	}
+}
