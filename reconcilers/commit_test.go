@@ -13,8 +13,16 @@ import (
 )
 
 // Statuses submitted together are written together, and one whose
-// concurrency check fails fails alone: the others are stored.
+// concurrency check fails fails alone: the others are stored. So with
+// group commit (an atomic batch, written again entry by entry when one
+// entry is refused) and without (pipelined).
 func TestCommitterWritesTogetherAndFailsAlone(t *testing.T) {
+	for _, group := range []bool{true, false} {
+		t.Run(fmt.Sprint("group=", group), func(t *testing.T) { testCommitterFailsAlone(t, group) })
+	}
+}
+
+func testCommitterFailsAlone(t *testing.T, group bool) {
 	l := testenv.Log(t, events.Config{})
 	ctx := context.Background()
 	names := []string{"a", "b", "c", "d"}
@@ -27,7 +35,7 @@ func TestCommitterWritesTogetherAndFailsAlone(t *testing.T) {
 		}
 		versions[n] = res.Sequence
 	}
-	cm := newCommitter(l)
+	cm := newCommitter(l, group)
 	var mu sync.Mutex
 	got := map[string]error{}
 	seqs := map[string]uint64{}
@@ -102,7 +110,7 @@ func (c *countingLog) AppendAsync(ctx context.Context, es []events.Entry) ([]eve
 // sequences in the order submitted.
 func TestCommitterBatchesPendingStatuses(t *testing.T) {
 	l := &countingLog{Log: testenv.Log(t, events.Config{})}
-	cm := newCommitter(l)
+	cm := newCommitter(l, true)
 	const n = 50
 	seqs := make([]uint64, n)
 	var wg sync.WaitGroup
@@ -130,6 +138,42 @@ func TestCommitterBatchesPendingStatuses(t *testing.T) {
 	for i := 1; i < n; i++ {
 		if seqs[i] != seqs[i-1]+1 {
 			t.Fatalf("sequences %v are not contiguous", seqs)
+		}
+	}
+}
+
+// Without group commit, statuses pending together are one pipelined
+// write: one call, no atomic batch, each stored.
+func TestCommitterPipelinesWithoutGroupCommit(t *testing.T) {
+	l := &countingLog{Log: testenv.Log(t, events.Config{})}
+	cm := newCommitter(l, false)
+	const n = 50
+	seqs := make([]uint64, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		cm.submit(commit{
+			entry: events.Entry{Event: &schemas.Event{Type: schemas.EventType_EVENT_TYPE_STATUS_CHANGED,
+				Key: &schemas.ObjectKey{Kind: "Widget", Namespace: "ns", Name: fmt.Sprint("w", i)}, Object: &schemas.Object{Status: &schemas.Status{Phase: "Ready"}}},
+				Expect: 0},
+			done: func(res events.Result, err error) {
+				defer wg.Done()
+				if err != nil {
+					t.Errorf("w%d: %v", i, err)
+				}
+				seqs[i] = res.Sequence
+			},
+		})
+	}
+	go cm.run()
+	wg.Wait()
+	cm.close()
+	if l.batches != 0 || l.appends != 0 || l.async != 1 {
+		t.Fatalf("%d batches, %d appends, %d pipelined writes; want one pipelined write", l.batches, l.appends, l.async)
+	}
+	for i := range n {
+		if seqs[i] == 0 {
+			t.Fatalf("w%d was not stored", i)
 		}
 	}
 }

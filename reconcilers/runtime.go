@@ -94,6 +94,11 @@ type Config struct {
 	// Grace bounds how long runs in flight may take to finish when the
 	// runtime stops or a partition moves away (default 10 s).
 	Grace time.Duration
+	// GroupCommit writes the statuses of runs that end together as one
+	// atomic batch: one fsync for all of them when the log fsyncs every
+	// write (--sync=always). Without it they are pipelined, which costs
+	// the server less when it does not (see committer).
+	GroupCommit bool
 	// Now is the clock; default time.Now.
 	Now     func() time.Time
 	Logger  *slog.Logger
@@ -150,7 +155,7 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 10 * time.Second
 	}
-	r := &Runtime{cfg: cfg, byKind: map[string]*controller{}, commit: newCommitter(cfg.Log)}
+	r := &Runtime{cfg: cfg, byKind: map[string]*controller{}, commit: newCommitter(cfg.Log, cfg.GroupCommit)}
 	r.parts = newPartitions(r, cfg.Log.Partitions())
 	for _, rec := range cfg.Reconcilers {
 		if w, ok := rec.(Watcher); ok {

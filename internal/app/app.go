@@ -204,7 +204,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	recs = append(slices.Clone(recs), hr)
 	if a.runtime, err = reconcilers.New(reconcilers.Config{
 		Log: a.log, State: a.store, Reconcilers: recs, Instance: cfg.Instance,
-		Queue: cfg.Queue, Logger: cfg.Logger, Metrics: reconcilers.NewMetrics(reg),
+		Queue: cfg.Queue, Logger: cfg.Logger, Metrics: reconcilers.NewMetrics(reg), GroupCommit: cfg.SyncAlways,
 	}); err != nil {
 		return nil, err
 	}
