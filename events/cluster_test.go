@@ -3,6 +3,8 @@ package events_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -138,4 +140,44 @@ func TestFollowOutlivesLeaderLoss(t *testing.T) {
 	read := want(2)
 	t.Logf("leader lost; append landed %s later, read by the follower %s after that",
 		appended.Sub(lost).Round(time.Millisecond), read.Sub(appended).Round(time.Millisecond))
+}
+
+// A scan (a replay) goes on when the log's leader dies under it: every
+// event arrives once, in order.
+func TestScanOutlivesLeaderLoss(t *testing.T) {
+	c := testenv.NATSCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	l, err := events.Open(ctx, c.Connect(t), events.Config{Replicas: 3, Partitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3000
+	entries := make([]events.Entry, n)
+	for i := range entries {
+		entries[i] = events.Entry{Event: event(key(fmt.Sprint("k", i%200)), ""), Expect: events.AnyVersion}
+	}
+	if _, errs := l.AppendAsync(ctx, entries); errs != nil {
+		t.Fatal(errs)
+	}
+	var once sync.Once
+	next := uint64(1)
+	err = l.Scan(ctx, events.ScanOptions{Range: 1000, Parallel: 2, Prepare: func([]events.Message) any {
+		once.Do(func() { c.StreamLeader(t, events.StreamName).Shutdown() })
+		return nil
+	}}, func(chunk []events.Message, _ any) error {
+		for _, m := range chunk {
+			if m.Sequence != next {
+				return fmt.Errorf("got sequence %d, want %d", m.Sequence, next)
+			}
+			next++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next != n+1 {
+		t.Fatalf("scan ended at %d of %d", next-1, n)
+	}
 }
