@@ -28,13 +28,15 @@ type Store struct {
 	// dependency costs more than the scan on removal.
 	dependents map[Key][]Key
 
-	notify chan struct{} // closed and replaced after an Apply that waited sees
-	// waited is set by WaitFor (under the read lock) before it waits on
-	// notify; Apply replaces notify only then. A replay applies millions of
-	// events that nobody waits for one by one, and a channel made and
-	// closed per event was a fifth of the store's cost.
-	waited atomic.Bool
-	watch  watchHub
+	// notify is closed and replaced once the store reaches waitMin, the
+	// lowest sequence a WaitFor waits for (0: nobody waits). WaitFor
+	// lowers waitMin (under the read lock) before it waits on notify. A
+	// channel made and closed per event, waking every waiter each time,
+	// was a fifth of the store's cost in a replay, and in a burst woke
+	// each request waiting for its own write at every event before it.
+	notify  chan struct{}
+	waitMin atomic.Uint64
+	watch   watchHub
 	// bulk defers the secondary indexes while a replay catches up: only
 	// objects is kept current, and EndBulk builds the indexes once from the
 	// final state. A replay of a long log churns the same keys many times;
@@ -108,7 +110,10 @@ func (s *Store) Apply(ev *schemas.EventRecord) {
 		}
 	}
 	s.seq = ev.Sequence
-	if s.waited.Swap(false) {
+	if w := s.waitMin.Load(); w != 0 && s.seq >= w {
+		// Every waiter wakes; those still short of their sequence lower
+		// waitMin again.
+		s.waitMin.Store(0)
 		close(s.notify)
 		s.notify = make(chan struct{})
 	}
@@ -288,18 +293,32 @@ func (s *Store) Seq() uint64 {
 func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
 	for {
 		s.mu.RLock()
-		// Set under the read lock: the next Apply (which takes the write
-		// lock) sees it and closes the channel read here.
-		s.waited.Store(true)
-		done, ch := s.seq >= seq, s.notify
-		s.mu.RUnlock()
-		if done {
+		if s.seq >= seq {
+			s.mu.RUnlock()
 			return nil
 		}
+		// Under the read lock: the Apply that reaches seq (which takes
+		// the write lock) sees it and closes the channel read here.
+		s.lowerWaitMin(seq)
+		ch := s.notify
+		s.mu.RUnlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+	}
+}
+
+// lowerWaitMin makes waitMin at most seq.
+func (s *Store) lowerWaitMin(seq uint64) {
+	for {
+		cur := s.waitMin.Load()
+		if cur != 0 && cur <= seq {
+			return
+		}
+		if s.waitMin.CompareAndSwap(cur, seq) {
+			return
 		}
 	}
 }
@@ -504,6 +523,7 @@ func (s *Store) Restore(snap *schemas.Snapshot) {
 	}
 	s.seq = snap.GetSequence()
 	s.watch.reset(s.seq)
+	s.waitMin.Store(0)
 	close(s.notify)
 	s.notify = make(chan struct{})
 }

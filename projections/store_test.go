@@ -1,9 +1,11 @@
 package projections
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jetplane/jetplane/schemas"
 	"google.golang.org/protobuf/proto"
@@ -182,5 +184,53 @@ func TestKindsOutliveTheirObjects(t *testing.T) {
 	}
 	if got := s.Kinds(); len(got) != 1 || got[0] != "Widget.example.com" {
 		t.Fatalf("Kinds() = %v, want [Widget.example.com]", got)
+	}
+}
+
+// Waiters for different sequences each return once the store has applied
+// theirs, and not before; a waiter is woken only when the lowest sequence
+// waited for is reached, not at every event.
+func TestWaitForWakesAtItsSequence(t *testing.T) {
+	s := NewStore(StoreOptions{})
+	targets := []uint64{5, 3, 9, 3, 12}
+	type woke struct{ target, seq uint64 }
+	done := make(chan woke, len(targets))
+	for _, target := range targets {
+		go func() {
+			if err := s.WaitFor(context.Background(), target); err != nil {
+				t.Error(err)
+			}
+			done <- woke{target, s.Seq()}
+		}()
+	}
+	// Every waiter has registered once waitMin is the lowest target.
+	deadline := time.Now().Add(10 * time.Second)
+	for s.waitMin.Load() != 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("waitMin = %d, want 3", s.waitMin.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for seq := uint64(1); seq <= 12; seq++ {
+		s.Apply(applied(seq, fmt.Sprint("o", seq), nil))
+	}
+	for range targets {
+		select {
+		case w := <-done:
+			if w.seq < w.target {
+				t.Fatalf("a waiter for %d returned at %d", w.target, w.seq)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a waiter was not woken")
+		}
+	}
+	if got := s.waitMin.Load(); got != 0 {
+		t.Fatalf("waitMin = %d after every waiter returned, want 0", got)
+	}
+	// Nobody waits: applying makes no new channel.
+	ch := s.notify
+	s.Apply(applied(13, "o13", nil))
+	if s.notify != ch {
+		t.Fatal("an apply nobody waited for replaced the notify channel")
 	}
 }
