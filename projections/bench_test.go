@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
@@ -137,11 +136,13 @@ func BenchmarkReplay(b *testing.B) {
 			pctx, cancel := context.WithCancel(ctx)
 			done := make(chan struct{})
 			go func() { defer close(done); _ = p.Start(pctx) }()
+			if err := st.WaitFor(ctx, last); err != nil {
+				b.Fatal(err)
+			}
+			// Ready follows the index build. Polled, not spun: a busy
+			// loop here took a core from the build it waited for.
 			for !p.Ready() {
-				if err := st.WaitFor(ctx, last); err != nil {
-					b.Fatal(err)
-				}
-				runtime.Gosched()
+				time.Sleep(time.Millisecond)
 			}
 			cancel()
 			<-done
