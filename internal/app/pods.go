@@ -146,10 +146,10 @@ func (a *App) runPods(ctx context.Context) <-chan struct{} {
 	n := 2
 	fin := make(chan struct{}, 4)
 	go func() {
-		_ = a.pods.nodes.ServeNodeStatus(ctx, func(node string, data []byte) ([]byte, error) {
+		_ = a.pods.nodes.ServeNodeStatus(ctx, func(node string, reports [][]byte) []error {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			return a.pods.status.Handle(rctx, node, data)
+			return a.pods.status.HandleBatch(rctx, node, reports)
 		})
 		fin <- struct{}{}
 	}()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 )
@@ -83,7 +84,7 @@ func (h *wasmHost) compile(ctx context.Context, digest, path string, pages uint3
 	c.once.Do(func() {
 		var bin []byte
 		if bin, c.err = os.ReadFile(path); c.err == nil {
-			c.mod, c.err = rt.CompileModule(context.WithoutCancel(ctx), bin)
+			c.mod, c.err = rt.CompileModule(context.WithoutCancel(ctx), mergeDataSegments(bin))
 		}
 	})
 	return rt, c.mod, c.err
@@ -154,7 +155,7 @@ func (h *wasmHost) start(ctx context.Context, rt wazero.Runtime, mod wazero.Comp
 	go func() {
 		defer close(p.done)
 		defer cancel()
-		inst, err := rt.InstantiateModule(pctx, mod, cfg)
+		inst, err := rt.InstantiateModule(experimental.WithMemoryAllocator(pctx, memoryAllocator()), mod, cfg)
 		if inst != nil {
 			_ = inst.Close(context.Background())
 		}
