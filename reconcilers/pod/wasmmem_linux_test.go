@@ -23,4 +23,3 @@ func TestMappedMemoryGrowsAndMoves(t *testing.T) {
 		t.Fatal("grew past its maximum")
 	}
 }
-
