@@ -369,22 +369,52 @@ func TestCrashLoopBacksOff10s20s40s(t *testing.T) {
 }
 
 func TestDeletingAnInfiniteLoopTerminatesIt(t *testing.T) {
-	c := startCluster(t, nil)
+	logs := &logRecorder{}
+	c := startCluster(t, func(cfg *app.Config) { cfg.Pods.Agent.Logger = slog.New(logs) })
 	c.push("workload:v1", workload(t))
 	c.apply(podYAML("spin", "n1", "Always", "workload:v1", "spin"))
 	k := podKey("default", "spin")
 	c.waitPhase(k, "Running")
-	start := time.Now()
 	if _, err := c.client.Delete(context.Background(), api.Key{Kind: "Pod", Namespace: "default", Name: "spin"}); err != nil {
 		t.Fatal(err)
 	}
 	c.wait(k, "gone", 2*time.Minute, func(o *schemas.Object) bool { return o == nil })
-	evs := c.statusEvents(k)
-	last := evs[len(evs)-1].GetObject().GetStatus()
-	if last.GetPhase() != "Terminated" {
-		t.Fatalf("last state %s", last.GetPhase())
+	evs, err := c.app.Log().History(context.Background(), k.Proto())
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("delete to Terminated and gone: %s", time.Since(start))
+	var deleted, terminated time.Time
+	for _, ev := range evs {
+		switch {
+		case ev.Type == schemas.EventType_EVENT_TYPE_DELETE_REQUESTED:
+			deleted = ev.Time.AsTime()
+		case ev.Type == schemas.EventType_EVENT_TYPE_STATUS_CHANGED && strings.HasPrefix(ev.Actor, "node/"):
+			terminated = ev.Time.AsTime()
+			if ph := ev.GetObject().GetStatus().GetPhase(); ph != "Terminated" {
+				terminated = time.Time{}
+			}
+		}
+	}
+	if deleted.IsZero() || terminated.IsZero() {
+		t.Fatalf("history has no deletion (%v) or no Terminated last (%v)", deleted, terminated)
+	}
+	// The bound, twice: from the deletion in the log to Terminated
+	// in the log (the instances' hops included; milliseconds on an idle
+	// machine), and from the agent learning of the deletion to the
+	// spinning module stopped through its context and the pod Terminated
+	// (measured by the agent, which says so in its log).
+	if d := terminated.Sub(deleted); d > time.Second {
+		t.Fatalf("deletion to Terminated in the log took %s, more than 1 s", d)
+	}
+	stopped := logs.find("pod stopped: deletion requested")
+	if len(stopped) != 1 || attr(stopped[0], "pod").String() != "default/spin" {
+		t.Fatalf("the agent logged %d stops", len(stopped))
+	}
+	if took := attr(stopped[0], "took").Duration(); took > time.Second {
+		t.Fatalf("stopping the module took %s, more than 1 s", took)
+	} else {
+		t.Logf("agent: deletion seen to Terminated %s; log: deletion to Terminated recorded %s", took, terminated.Sub(deleted))
+	}
 }
 
 func TestMissingImageRunsOncePushed(t *testing.T) {
