@@ -107,7 +107,7 @@ func TestPodsWalk(t *testing.T) {
 	if next != len(want) {
 		t.Fatalf("history lacks %v in order; phases %v", want[next:], phases)
 	}
-	if out, err := runErr(bin, s, "image", "rm", "hello:v1"); err == nil || !strings.Contains(out, "in use") {
+	if out, err := runErr(bin, s, "image", "rm", "hello:v1"); err == nil || !strings.Contains(out, "in use by pod default/hello") {
 		t.Fatalf("image rm of an image in use: %v\n%s", err, out)
 	}
 

@@ -2,6 +2,7 @@ package pod_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -628,5 +629,48 @@ func TestTheSchedulerPlacesAnUnboundPod(t *testing.T) {
 	o := c.waitPhase(podKey("default", "free"), "Completed")
 	if n := o.GetSpec().GetFields()["nodeName"].GetStringValue(); n != "n1" {
 		t.Fatalf("placed on %q", n)
+	}
+}
+
+// Removing an image a pod uses is refused over HTTP with 409 Conflict,
+// naming the pods; once they are gone it is removed.
+func TestAnImageInUseIsNotRemoved(t *testing.T) {
+	c := startCluster(t, nil)
+	c.push("workload:v1", workload(t))
+	c.apply(podYAML("server", "n1", "Never", "workload:v1", "idle"))
+	c.apply(podYAML("job", "n1", "Never", "workload:v1", "hello"))
+	c.waitPhase(podKey("default", "server"), "Running")
+	c.waitPhase(podKey("default", "job"), "Completed")
+	remove := func() (int, string) {
+		req, err := http.NewRequest(http.MethodDelete, c.app.URL()+"/v1/images?ref=workload:v1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	code, body := remove()
+	if code != http.StatusConflict || !strings.Contains(body, "image in use by pod default/job, default/server") {
+		t.Fatalf("remove in use: %d %s", code, body)
+	}
+	if _, _, err := c.app.Images().Resolve(context.Background(), "workload:v1"); err != nil {
+		t.Fatalf("the refused image is gone: %v", err)
+	}
+	for _, name := range []string{"server", "job"} {
+		if _, err := c.client.Delete(context.Background(), api.Key{Kind: "Pod", Namespace: "default", Name: name}); err != nil {
+			t.Fatal(err)
+		}
+		c.wait(podKey("default", name), "gone", 2*time.Minute, func(o *schemas.Object) bool { return o == nil })
+	}
+	if code, body := remove(); code != http.StatusNoContent {
+		t.Fatalf("remove unused: %d %s", code, body)
+	}
+	if _, _, err := c.app.Images().Resolve(context.Background(), "workload:v1"); !errors.Is(err, events.ErrNotFound) {
+		t.Fatalf("after removal: %v", err)
 	}
 }
