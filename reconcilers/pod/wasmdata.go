@@ -40,7 +40,17 @@ type segment struct {
 	data []byte
 }
 
-func mergeData(bin []byte) ([]byte, error) {
+// dataSection is a module's data section, parsed: its segments and where
+// the section sits in the binary.
+type dataSection struct {
+	segs      []segment
+	head, end int // the section's id byte, and the end of its contents
+}
+
+// parseData reads bin's data section, when every segment is one that
+// mergeDataSegments and splitData may move: active, in memory 0, at a
+// constant offset, in a module without a data count section.
+func parseData(bin []byte) (*dataSection, error) {
 	if len(bin) < 8 || !bytes.Equal(bin[:4], []byte("\x00asm")) {
 		return nil, errKeep
 	}
@@ -96,7 +106,7 @@ func mergeData(bin []byte) ([]byte, error) {
 		segs = append(segs, segment{off: uint32(off), data: b[n : n+int(size)]})
 		b = b[n+int(size):]
 	}
-	if len(b) != 0 || len(segs) < 2 {
+	if len(b) != 0 {
 		return nil, errKeep
 	}
 	slices.SortStableFunc(segs, func(a, b segment) int {
@@ -108,14 +118,28 @@ func mergeData(bin []byte) ([]byte, error) {
 		}
 		return 0
 	})
+	for i := 1; i < len(segs); i++ {
+		if uint64(segs[i].off) < uint64(segs[i-1].off)+uint64(len(segs[i-1].data)) {
+			return nil, errKeep // overlapping: order would matter
+		}
+	}
+	return &dataSection{segs: segs, head: secs[data].head, end: secs[data].end}, nil
+}
+
+func mergeData(bin []byte) ([]byte, error) {
+	ds, err := parseData(bin)
+	if err != nil {
+		return nil, err
+	}
+	segs := ds.segs
+	if len(segs) < 2 {
+		return nil, errKeep
+	}
 	var merged []segment
 	for _, s := range segs {
 		if len(merged) > 0 {
 			last := &merged[len(merged)-1]
 			end := uint64(last.off) + uint64(len(last.data))
-			if uint64(s.off) < end {
-				return nil, errKeep // overlapping: order would matter
-			}
 			if uint64(s.off)-end <= mergeGap {
 				last.data = append(last.data, make([]byte, uint64(s.off)-end)...)
 				last.data = append(last.data, s.data...)
@@ -124,22 +148,45 @@ func mergeData(bin []byte) ([]byte, error) {
 		}
 		merged = append(merged, segment{off: s.off, data: slices.Clone(s.data)})
 	}
+	return replaceData(bin, ds, merged), nil
+}
+
+// replaceData is bin with its data section holding segs instead.
+func replaceData(bin []byte, ds *dataSection, segs []segment) []byte {
 	var sec []byte
-	sec = appendULEB(sec, uint64(len(merged)))
-	for _, s := range merged {
+	sec = appendULEB(sec, uint64(len(segs)))
+	for _, s := range segs {
 		sec = append(sec, 0, 0x41)
 		sec = appendSLEB(sec, int64(int32(s.off)))
 		sec = append(sec, 0x0b)
 		sec = appendULEB(sec, uint64(len(s.data)))
 		sec = append(sec, s.data...)
 	}
-	out := make([]byte, 0, len(bin)-(secs[data].end-secs[data].start)+len(sec)+8)
-	out = append(out, bin[:secs[data].head]...)
+	out := make([]byte, 0, len(bin)-(ds.end-ds.head)+len(sec)+8)
+	out = append(out, bin[:ds.head]...)
 	out = append(out, 11)
 	out = appendULEB(out, uint64(len(sec)))
 	out = append(out, sec...)
-	out = append(out, bin[secs[data].end:]...)
-	return out, nil
+	out = append(out, bin[ds.end:]...)
+	return out
+}
+
+// splitData returns bin without its data segments, and the memory they
+// would leave: the bytes from 0 to the end of the last segment, zeros
+// between them. A module so split and started on memory that begins as
+// image (imageAllocator) runs as bin would, with nothing to copy per
+// instance. ok is false when bin cannot be split (see parseData).
+func splitData(bin []byte) (stripped, image []byte, ok bool) {
+	ds, err := parseData(bin)
+	if err != nil || len(ds.segs) == 0 {
+		return nil, nil, false
+	}
+	last := ds.segs[len(ds.segs)-1]
+	image = make([]byte, int(last.off)+len(last.data))
+	for _, s := range ds.segs {
+		copy(image[s.off:], s.data)
+	}
+	return replaceData(bin, ds, nil), image, true
 }
 
 func uleb(b []byte) (uint64, int, error) {

@@ -1,7 +1,10 @@
 package pod
 
 import (
+	"errors"
+	"os"
 	"syscall"
+	"unsafe"
 
 	"github.com/tetratelabs/wazero/experimental"
 )
@@ -26,6 +29,7 @@ func (mmapAllocator) Allocate(_, max uint64) experimental.LinearMemory {
 func memoryAllocator() experimental.MemoryAllocator { return mmapAllocator{} }
 
 type mmapMemory struct {
+	image     *imageAllocator // the initial contents, nil for zeros
 	max       uint64
 	reserved  []byte // the whole mapping
 	committed uint64 // bytes readable and writable at its start
@@ -56,6 +60,20 @@ func (m *mmapMemory) Reallocate(size uint64) []byte {
 	if m.reserved == nil {
 		if !m.reserve(pageRound(min(max(m.max, size), reserveFirst))) {
 			return nil
+		}
+		if m.image != nil {
+			// The module's initial memory, copy-on-write: pages it only
+			// reads are the page cache's, shared by every instance. (The
+			// host checked that the image fits the memory's minimum.)
+			if m.image.size > pageRound(size) || m.image.size > uint64(len(m.reserved)) {
+				m.Free()
+				return nil
+			}
+			if err := mapFixed(m.reserved[:m.image.size], m.image.f.Fd()); err != nil {
+				m.Free()
+				return nil
+			}
+			m.committed = m.image.size
 		}
 	}
 	if size > uint64(len(m.reserved)) {
@@ -88,4 +106,52 @@ func (m *mmapMemory) Free() {
 		_ = syscall.Munmap(m.reserved)
 		m.reserved, m.committed = nil, 0
 	}
+}
+
+// imageAllocator backs memories that begin as a module's data segments
+// left them (splitData's image): the image is a file, unlinked, mapped
+// privately at the start of each memory, so an instance copies nothing
+// at start and shares the pages it never writes with every other.
+type imageAllocator struct {
+	f    *os.File
+	size uint64 // the image's length, whole pages
+}
+
+// newImageAllocator writes image to an unlinked file in dir.
+func newImageAllocator(dir string, image []byte) (*imageAllocator, error) {
+	f, err := os.CreateTemp(dir, ".memory-image-*")
+	if err != nil {
+		return nil, err
+	}
+	_ = os.Remove(f.Name())
+	size := pageRound(uint64(len(image)))
+	padded := append(image, make([]byte, size-uint64(len(image)))...)
+	if _, err := f.Write(padded); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &imageAllocator{f: f, size: size}, nil
+}
+
+// Allocate implements experimental.MemoryAllocator.
+func (a *imageAllocator) Allocate(_, max uint64) experimental.LinearMemory {
+	return &mmapMemory{image: a, max: max}
+}
+
+// Close releases the image (memories mapping it keep their pages).
+func (a *imageAllocator) Close() error { return a.f.Close() }
+
+// mapFixed maps fd privately, readable and writable, over b (which lies
+// in a mapping of this package's).
+func mapFixed(b []byte, fd uintptr) error {
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	r, _, errno := syscall.Syscall6(syscall.SYS_MMAP, addr, uintptr(len(b)),
+		syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_FIXED, fd, 0)
+	switch {
+	case errno != 0:
+		return errno
+	case r != addr:
+		return errors.New("mapped elsewhere")
+	}
+	return nil
 }
