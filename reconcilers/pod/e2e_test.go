@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/internal/app"
@@ -672,5 +674,100 @@ func TestAnImageInUseIsNotRemoved(t *testing.T) {
 	}
 	if _, _, err := c.app.Images().Resolve(context.Background(), "workload:v1"); !errors.Is(err, events.ErrNotFound) {
 		t.Fatalf("after removal: %v", err)
+	}
+}
+
+// trapModule is a WebAssembly module whose start function executes
+// `unreachable`: a trap, which no Go program compiles to on purpose.
+var trapModule = []byte{
+	0x00, 'a', 's', 'm', 0x01, 0x00, 0x00, 0x00,
+	0x01, 0x04, 0x01, 0x60, 0x00, 0x00, // type 0: () → ()
+	0x03, 0x02, 0x01, 0x00, // function 0 has type 0
+	0x07, 0x0a, 0x01, 0x06, '_', 's', 't', 'a', 'r', 't', 0x00, 0x00, // export _start
+	0x0a, 0x05, 0x01, 0x03, 0x00, 0x00, 0x0b, // code: unreachable
+}
+
+// A trap is Error with reason Trap and the trap in the message.
+func TestATrapIsAnErrorWithItsReason(t *testing.T) {
+	c := startCluster(t, nil)
+	c.push("trap:v1", trapModule)
+	c.apply(podYAML("trap", "n1", "Never", "trap:v1"))
+	o := c.waitPhase(podKey("default", "trap"), "Error")
+	ps, err := pod.PodStatus(o.GetStatus())
+	if err != nil {
+		t.Fatal(err)
+	}
+	term := ps.ContainerStatuses[0].State.Terminated
+	if ps.Reason != "Trap" || term == nil || term.Reason != "Trap" || !strings.Contains(term.Message, "unreachable") {
+		t.Fatalf("status %+v, terminated %+v", ps, term)
+	}
+}
+
+// Heartbeats go to the JP_NODES bucket, not the log: a Ready node that
+// keeps beating adds no event to its history.
+func TestHeartbeatsStayOutOfTheLog(t *testing.T) {
+	c := startCluster(t, nil) // n1 beats every second
+	k := projections.Key{Kind: "Node", Name: "n1"}
+	c.wait(k, "Ready", 2*time.Minute, func(o *schemas.Object) bool { return o.GetStatus().GetPhase() == "Ready" })
+	ctx := context.Background()
+	history := func() int {
+		evs, err := c.app.Log().History(ctx, k.Proto())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(evs)
+	}
+	before := history()
+	beats := map[time.Time]bool{}
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(beats) < 4 {
+		hb, err := c.app.NodeStore().Heartbeat(ctx, "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		beats[hb.Time] = true
+		if time.Now().After(deadline) {
+			t.Fatalf("%d heartbeats in 2 minutes", len(beats))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if after := history(); after != before {
+		t.Fatalf("the node's history grew from %d to %d events over %d heartbeats", before, after, len(beats))
+	}
+}
+
+// Pod output is stored in JP_LOGS under jp.logs.<namespace>.<pod>.<container>
+// (the node dropped), bounded as the README says.
+func TestLogsAreStoredPerContainerAndBounded(t *testing.T) {
+	c := startCluster(t, nil)
+	c.push("workload:v1", workload(t))
+	c.apply(podYAML("talk", "n1", "Never", "workload:v1", "hello"))
+	c.waitPhase(podKey("default", "talk"), "Completed")
+	ctx := context.Background()
+	js, err := jetstream.New(c.app.Log().Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, events.LogsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter("jp.logs.>"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Subjects["jp.logs.default.talk.main"] > 0 {
+			cfg := info.Config
+			if cfg.MaxMsgsPerSubject != 10000 || cfg.MaxMsgSize < 16<<10 || cfg.MaxMsgSize > 17<<10 || cfg.MaxAge != 24*time.Hour {
+				t.Fatalf("bounds: %d per container, %d bytes each, %s", cfg.MaxMsgsPerSubject, cfg.MaxMsgSize, cfg.MaxAge)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("subjects %v", info.State.Subjects)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
