@@ -771,3 +771,18 @@ func TestLogsAreStoredPerContainerAndBounded(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A pod bound to a node that is NotReady says so while it waits.
+func TestAPodOnANotReadyNodeSaysSo(t *testing.T) {
+	c := startCluster(t, func(cfg *app.Config) { cfg.Pods.NodeGrace, cfg.Pods.NodeEviction = 3*time.Second, time.Hour })
+	stop := startAgent(t, c, "n6", t.TempDir())
+	k := projections.Key{Kind: "Node", Name: "n6"}
+	c.wait(k, "Ready", 2*time.Minute, func(o *schemas.Object) bool { return o.GetStatus().GetPhase() == "Ready" })
+	stop()
+	c.wait(k, "NotReady", 2*time.Minute, func(o *schemas.Object) bool { return o.GetStatus().GetPhase() == "NotReady" })
+	c.apply(podYAML("stranded", "n6", "Never", "workload:v1", "hello"))
+	o := c.waitPhase(podKey("default", "stranded"), "Pending")
+	if r := o.GetStatus().GetConditions()[0].GetReason(); r != "NodeNotReady" || !strings.Contains(o.GetStatus().GetMessage(), "n6") {
+		t.Fatalf("status %v", o.GetStatus())
+	}
+}
