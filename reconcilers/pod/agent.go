@@ -571,20 +571,60 @@ func (e *nodeEnv) Start(ctx context.Context, w *podspec.Work, c *corev1.Containe
 		}
 	}
 	conn := e.a.cfg.Conn
-	s.stdout = &logWriter{conn: conn, ns: w.Namespace, pod: w.Name, c: c.Name, stream: "stdout", restart: restart}
-	s.stderr = &logWriter{conn: conn, ns: w.Namespace, pod: w.Name, c: c.Name, stream: "stderr", restart: restart}
+	stdout := &logWriter{conn: conn, ns: w.Namespace, pod: w.Name, c: c.Name, stream: "stdout", restart: restart}
+	stderr := &logWriter{conn: conn, ns: w.Namespace, pod: w.Name, c: c.Name, stream: "stderr", restart: restart}
+	s.stdout, s.stderr = stdout, stderr
+	s.exited = func() { stdout.Flush(); stderr.Flush() }
 	return e.a.host.start(ctx, rt, mod, s), nil
 }
 
-// logWriter publishes a container's output as it is written.
+// logFlushDelay is how long a container's output may wait to be
+// published with what it writes next.
+const logFlushDelay = 20 * time.Millisecond
+
+// logWriter publishes a container's output: what is written within
+// logFlushDelay (up to a chunk, events.LogChunkBytes) goes as one message,
+// so a module printing line by line costs the logs stream a message per
+// chunk, not per line. Flush publishes the rest; the host calls it when
+// the module has exited, before its exit is reported.
 type logWriter struct {
 	conn               *events.NodeConn
 	ns, pod, c, stream string
 	restart            int
+
+	mu    sync.Mutex
+	buf   []byte
+	timer *time.Timer
 }
 
 func (l *logWriter) Write(p []byte) (int, error) {
-	// A module must not stop because its logs cannot be sent.
-	_ = l.conn.PublishLog(l.ns, l.pod, l.c, l.stream, l.restart, append([]byte(nil), p...))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	if len(l.buf) >= events.LogChunkBytes {
+		l.flushLocked()
+	} else if l.timer == nil {
+		l.timer = time.AfterFunc(logFlushDelay, l.Flush)
+	}
 	return len(p), nil
+}
+
+// Flush publishes what is buffered.
+func (l *logWriter) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.flushLocked()
+}
+
+func (l *logWriter) flushLocked() {
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+	if len(l.buf) == 0 {
+		return
+	}
+	// A module must not stop because its logs cannot be sent.
+	_ = l.conn.PublishLog(l.ns, l.pod, l.c, l.stream, l.restart, l.buf)
+	l.buf = nil
 }

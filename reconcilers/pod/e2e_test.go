@@ -786,3 +786,38 @@ func TestAPodOnANotReadyNodeSaysSo(t *testing.T) {
 		t.Fatalf("status %v", o.GetStatus())
 	}
 }
+
+// A module printing line by line is stored in chunks, not a message per
+// line, and every line arrives, in order.
+func TestLogLinesAreStoredInChunks(t *testing.T) {
+	c := startCluster(t, nil)
+	c.push("workload:v1", workload(t))
+	c.apply(podYAML("chatty", "n1", "Never", "workload:v1", "lines"))
+	c.waitPhase(podKey("default", "chatty"), "Completed")
+	var want strings.Builder
+	for i := range 2000 {
+		fmt.Fprintln(&want, "line", i)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for got := c.logs("default", "chatty", "main"); got != want.String(); got = c.logs("default", "chatty", "main") {
+		if time.Now().After(deadline) {
+			t.Fatalf("logs: %d bytes, want %d", len(got), want.Len())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	js, err := jetstream.New(c.app.Log().Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(context.Background(), events.LogsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter("jp.logs.default.chatty.main"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Subjects["jp.logs.default.chatty.main"]; n == 0 || n > 200 {
+		t.Fatalf("2,000 lines stored as %d messages", n)
+	}
+}

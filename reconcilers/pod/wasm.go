@@ -146,6 +146,9 @@ type wasmSpec struct {
 	args           []string
 	env            [][2]string
 	stdout, stderr io.Writer
+	// exited, when set, runs once the module has ended, before it is
+	// reported so (the logs' last output goes first).
+	exited func()
 	mounts         [][2]string // host dir, guest path
 	pages          uint32
 }
@@ -202,6 +205,9 @@ func (h *wasmHost) start(ctx context.Context, rt wazero.Runtime, mod *compiled, 
 			_ = inst.Close(context.Background())
 		}
 		p.exit = exitOf(err, p.tail, s.pages)
+		if s.exited != nil {
+			s.exited()
+		}
 	}()
 	return p
 }
