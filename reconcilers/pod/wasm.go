@@ -149,8 +149,8 @@ type wasmSpec struct {
 	// exited, when set, runs once the module has ended, before it is
 	// reported so (the logs' last output goes first).
 	exited func()
-	mounts         [][2]string // host dir, guest path
-	pages          uint32
+	mounts [][2]string // host dir, guest path
+	pages  uint32
 }
 
 // wasmProc is a running module. Its output's last bytes are kept for the
