@@ -63,13 +63,17 @@ func (s *StatusService) Handle(ctx context.Context, node string, data []byte) ([
 	}
 	for attempt := 0; attempt < 8; attempt++ {
 		pod := s.State.Get(k)
-		switch {
-		case pod == nil:
-			return nil, ErrGone
-		case pod.GetMetadata().GetUid() != ev.GetObject().GetMetadata().GetUid():
-			return nil, fmt.Errorf("%w: the report is of an earlier incarnation", ErrGone)
-		case pod.GetSpec().GetFields()["nodeName"].GetStringValue() != node:
-			return nil, ErrNotBound
+		if refusal(pod, node, ev) != nil {
+			// This instance's projection may be behind the one that
+			// handed the pod to the node: look again once it has caught
+			// up with the pod's last event.
+			if err := s.catchUp(ctx, ev.Key); err != nil {
+				return nil, err
+			}
+			pod = s.State.Get(k)
+		}
+		if err := refusal(pod, node, ev); err != nil {
+			return nil, err
 		}
 		next := proto.CloneOf(st)
 		next.Goal = pod.GetStatus().GetGoal()
@@ -151,21 +155,28 @@ func (s *StatusService) HandleBatch(ctx context.Context, node string, reports []
 	live := chains[:0]
 	for _, c := range chains {
 		pod := s.State.Get(c.key)
-		var err error
-		switch {
-		case pod == nil:
-			err = ErrGone
-		case pod.GetSpec().GetFields()["nodeName"].GetStringValue() != node:
-			err = ErrNotBound
+		refused := func() bool {
+			for _, ev := range c.evs {
+				if refusal(pod, node, ev) != nil {
+					return true
+				}
+			}
+			return false
+		}
+		if refused() {
+			// Behind the instance that handed the pod over? (See Handle.)
+			if err := s.catchUp(ctx, c.evs[0].Key); err != nil {
+				for _, i := range c.idx {
+					errs[i] = err
+				}
+				continue
+			}
+			pod = s.State.Get(c.key)
 		}
 		for j, ev := range c.evs {
-			if err != nil {
-				errs[c.idx[j]] = err
-			} else if pod.GetMetadata().GetUid() != ev.GetObject().GetMetadata().GetUid() {
-				errs[c.idx[j]] = fmt.Errorf("%w: the report is of an earlier incarnation", ErrGone)
-			}
+			errs[c.idx[j]] = refusal(pod, node, ev)
 		}
-		if err != nil {
+		if pod == nil || pod.GetSpec().GetFields()["nodeName"].GetStringValue() != node {
 			continue
 		}
 		c.rv, c.prev, c.goal = pod.GetMetadata().GetResourceVersion(), pod.GetStatus(), pod.GetStatus().GetGoal()
@@ -244,4 +255,28 @@ func (c *chain) fail(j int, errs []error) {
 		}
 	}
 	c.next = len(c.idx)
+}
+
+// refusal is why a report of ev from node cannot be recorded on pod, for
+// good (nil when it can).
+func refusal(pod *schemas.Object, node string, ev *schemas.Event) error {
+	switch {
+	case pod == nil:
+		return ErrGone
+	case pod.GetMetadata().GetUid() != ev.GetObject().GetMetadata().GetUid():
+		return fmt.Errorf("%w: the report is of an earlier incarnation", ErrGone)
+	case pod.GetSpec().GetFields()["nodeName"].GetStringValue() != node:
+		return ErrNotBound
+	}
+	return nil
+}
+
+// catchUp waits until the projection has folded the last event of key
+// the log holds.
+func (s *StatusService) catchUp(ctx context.Context, key *schemas.ObjectKey) error {
+	v, err := s.Log.KeyVersion(ctx, key)
+	if err != nil {
+		return err
+	}
+	return s.State.WaitFor(ctx, v)
 }
