@@ -29,9 +29,9 @@ const statusWriteTimeout = 5 * time.Second
 // (the default durability) the statuses are written pipelined instead,
 // still one round trip: the server stages an atomic batch of a
 // single-replica file stream in a file store of its own, made on disk for
-// each batch (a directory and its metadata files), which cost more than a
-// fifth of a burst's CPU, and buys nothing when nothing is fsynced per
-// write.
+// each batch (a directory and its metadata files): a sixth of a burst's
+// CPU when the disk is busy (decision 0027), for nothing when nothing is
+// fsynced per write.
 type committer struct {
 	log Log
 	// group writes statuses as atomic batches (one fsync); otherwise
