@@ -175,13 +175,18 @@ func filter(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, d 
 		size := min(block, n-done)
 		base := done
 		var firstErr atomic.Pointer[Status]
-		parallelize(p.Parallelism, size, func(i int) {
-			idx := (d.StartIndex + base + i) % n
-			st := runFilters(ctx, p, state, pod, nodes[idx])
-			if st != nil && st.Code == Error {
-				firstErr.CompareAndSwap(nil, st)
+		parallelizeChunks(p.Parallelism, size, func(lo, hi int) {
+			chunk := make([]*NodeInfo, hi-lo)
+			for i := range chunk {
+				chunk[i] = nodes[(d.StartIndex+base+lo+i)%n]
 			}
-			statuses[base+i] = st
+			out := statuses[base+lo : base+hi]
+			runFilters(ctx, p, state, pod, chunk, out)
+			for _, st := range out {
+				if st != nil && st.Code == Error {
+					firstErr.CompareAndSwap(nil, st)
+				}
+			}
 		})
 		if st := firstErr.Load(); st != nil {
 			return nil, nil, st
@@ -218,21 +223,54 @@ func filter(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, d 
 	return feasible, rejected, nil
 }
 
-func runFilters(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, node *NodeInfo) *Status {
+// runFilters runs the Filter plugins over a chunk of nodes, plugin by
+// plugin over the nodes still feasible, so that a BatchFilterPlugin judges
+// them in one call. Each node's status is the first rejection in plugin
+// order, as if its plugins ran one node at a time.
+func runFilters(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nodes []*NodeInfo, out []*Status) {
+	alive := make([]int, len(nodes))
+	for i := range alive {
+		alive[i] = i
+	}
+	var sub []*NodeInfo
+	var subOut []*Status
 	for _, pl := range p.Filter {
+		if len(alive) == 0 {
+			return
+		}
 		if state.skipFilter[pl.Name()] {
 			continue
 		}
-		st := pl.Filter(ctx, state, pod, node)
-		if !st.IsSuccess() {
-			if st.Code == Skip {
-				continue
+		judge := func(j int, st *Status) bool {
+			if st.IsSuccess() || st.Code == Skip {
+				return true
 			}
 			st.Plugin = pl.Name()
-			return st
+			out[alive[j]] = st
+			return false
 		}
+		keep := alive[:0]
+		if bp, ok := pl.(BatchFilterPlugin); ok && len(alive) > 1 {
+			sub, subOut = sub[:0], subOut[:0]
+			for _, i := range alive {
+				sub = append(sub, nodes[i])
+				subOut = append(subOut, nil)
+			}
+			bp.FilterNodes(ctx, state, pod, sub, subOut)
+			for j, i := range alive {
+				if judge(j, subOut[j]) {
+					keep = append(keep, i)
+				}
+			}
+		} else {
+			for j, i := range alive {
+				if judge(j, pl.Filter(ctx, state, pod, nodes[i])) {
+					keep = append(keep, i)
+				}
+			}
+		}
+		alive = keep
 	}
-	return nil
 }
 
 func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nodes []*NodeInfo, d *Decision) *Status {
@@ -255,14 +293,27 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 		}
 		scores := make([]NodeScore, len(nodes))
 		var firstErr atomic.Pointer[Status]
-		parallelize(p.Parallelism, len(nodes), func(i int) {
-			s, st := pl.Score(ctx, state, pod, nodes[i])
-			if !st.IsSuccess() {
-				st.Plugin = pl.Name()
-				firstErr.CompareAndSwap(nil, st)
+		if bp, ok := pl.(BatchScorePlugin); ok {
+			raw := make([]int64, len(nodes))
+			parallelizeChunks(p.Parallelism, len(nodes), func(lo, hi int) {
+				if st := bp.ScoreNodes(ctx, state, pod, nodes[lo:hi], raw[lo:hi]); !st.IsSuccess() {
+					st.Plugin = pl.Name()
+					firstErr.CompareAndSwap(nil, st)
+				}
+			})
+			for i, n := range nodes {
+				scores[i] = NodeScore{Name: n.Name(), Score: raw[i]}
 			}
-			scores[i] = NodeScore{Name: nodes[i].Name(), Score: s}
-		})
+		} else {
+			parallelize(p.Parallelism, len(nodes), func(i int) {
+				s, st := pl.Score(ctx, state, pod, nodes[i])
+				if !st.IsSuccess() {
+					st.Plugin = pl.Name()
+					firstErr.CompareAndSwap(nil, st)
+				}
+				scores[i] = NodeScore{Name: nodes[i].Name(), Score: s}
+			})
+		}
 		if st := firstErr.Load(); st != nil {
 			return st
 		}
@@ -358,6 +409,36 @@ func parallelize(workers, n int, fn func(i int)) {
 					fn(j)
 				}
 			}
+		}()
+	}
+	wg.Wait()
+}
+
+// parallelizeChunks splits [0, n) into contiguous chunks, about one per
+// worker and at least 16 long, and calls fn(lo, hi) for each on up to
+// workers goroutines. A chunk is what a BatchFilterPlugin or
+// BatchScorePlugin sees in one call.
+func parallelizeChunks(workers, n int, fn func(lo, hi int)) {
+	if workers <= 0 {
+		workers = 16
+	}
+	chunk := max(16, (n+workers-1)/workers)
+	if n < 32 || workers == 1 {
+		chunk = n
+	}
+	chunks := (n + chunk - 1) / chunk
+	if chunks <= 1 {
+		if n > 0 {
+			fn(0, n)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Add(chunks)
+	for c := 0; c < chunks; c++ {
+		go func() {
+			defer wg.Done()
+			fn(c*chunk, min((c+1)*chunk, n))
 		}()
 	}
 	wg.Wait()
