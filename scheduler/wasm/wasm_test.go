@@ -262,3 +262,32 @@ func TestReadmeConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestExtensionShapedGuest: a guest without the SDK's exports (no context
+// area, no batch calls) loads and is called one node at a time, fetching
+// the node on every call.
+func TestExtensionShapedGuest(t *testing.T) {
+	pl := loadGuest(t, "plain")
+	p := pl.(filterOnly).Plugin
+	if p.hasArea || p.filtBatch {
+		t.Fatalf("plain guest: area %v, batch %v", p.hasArea, p.filtBatch)
+	}
+	prof := &scheduler.Profile{Name: "plain", Parallelism: 1}
+	prof.AddPlugin(pl, 1)
+	var nodes []*scheduler.NodeInfo
+	for i, name := range []string{"ok-1", "nope-2", "ok-3", "nope-4"} {
+		nodes = append(nodes, scheduler.NewNodeInfo(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, uint64(i+1)))
+	}
+	snap := scheduler.NewSnapshot(1, nodes)
+	pod := scheduler.NewPodInfo(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}})
+	p.nodeFetches.Store(0)
+	for cycle := uint64(1); cycle <= 2; cycle++ {
+		d := scheduler.Cycle(context.Background(), prof, scheduler.NewCycleState(snap, cycle), pod, 0)
+		if d.Feasible != 2 || d.Rejections["node(s) said nope"] != 2 || !strings.HasPrefix(d.Node, "ok-") {
+			t.Fatalf("cycle %d: feasible %d, rejections %v, node %q", cycle, d.Feasible, d.Rejections, d.Node)
+		}
+	}
+	if got := p.nodeFetches.Load(); got != 8 {
+		t.Errorf("nodes fetched %d times in 2 cycles of 4 nodes, want 8 (every call)", got)
+	}
+}
