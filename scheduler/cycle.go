@@ -285,37 +285,63 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 			return st
 		}
 	}
-	totals := make([]int64, len(nodes))
+	// One parallel pass over chunks of nodes computes every plugin's raw
+	// scores (a BatchScorePlugin once per chunk); then each plugin's are
+	// normalized, weighted and summed in plugin order.
+	var active []WeightedScore
 	for _, ws := range p.Score {
-		pl := ws.Plugin
-		if state.skipScore[pl.Name()] {
-			continue
+		if !state.skipScore[ws.Plugin.Name()] {
+			active = append(active, ws)
 		}
-		scores := make([]NodeScore, len(nodes))
-		var firstErr atomic.Pointer[Status]
-		if bp, ok := pl.(BatchScorePlugin); ok {
-			raw := make([]int64, len(nodes))
-			parallelizeChunks(p.Parallelism, len(nodes), func(lo, hi int) {
-				if st := bp.ScoreNodes(ctx, state, pod, nodes[lo:hi], raw[lo:hi]); !st.IsSuccess() {
-					st.Plugin = pl.Name()
-					firstErr.CompareAndSwap(nil, st)
+	}
+	raw := make([]int64, len(active)*len(nodes))
+	errs := make([]*Status, len(active))
+	var failed atomic.Bool
+	var errMu sync.Mutex
+	fail := func(k int, st *Status) {
+		st.Plugin = active[k].Plugin.Name()
+		errMu.Lock()
+		if errs[k] == nil {
+			errs[k] = st
+		}
+		errMu.Unlock()
+		failed.Store(true)
+	}
+	parallelizeChunks(p.Parallelism, len(nodes), func(lo, hi int) {
+		for k, ws := range active {
+			out := raw[k*len(nodes)+lo : k*len(nodes)+hi]
+			if bp, ok := ws.Plugin.(BatchScorePlugin); ok {
+				if st := bp.ScoreNodes(ctx, state, pod, nodes[lo:hi], out); !st.IsSuccess() {
+					fail(k, st)
 				}
-			})
-			for i, n := range nodes {
-				scores[i] = NodeScore{Name: n.Name(), Score: raw[i]}
+				continue
 			}
-		} else {
-			parallelize(p.Parallelism, len(nodes), func(i int) {
-				s, st := pl.Score(ctx, state, pod, nodes[i])
+			for i, n := range nodes[lo:hi] {
+				sc, st := ws.Plugin.Score(ctx, state, pod, n)
 				if !st.IsSuccess() {
-					st.Plugin = pl.Name()
-					firstErr.CompareAndSwap(nil, st)
+					fail(k, st)
 				}
-				scores[i] = NodeScore{Name: nodes[i].Name(), Score: s}
-			})
+				out[i] = sc
+			}
 		}
-		if st := firstErr.Load(); st != nil {
-			return st
+	})
+	if failed.Load() {
+		for _, st := range errs {
+			if st != nil {
+				return st
+			}
+		}
+	}
+	totals := make([]int64, len(nodes))
+	scores := make([]NodeScore, len(nodes))
+	ties := make([]uint64, len(nodes))
+	for i, n := range nodes {
+		ties[i] = tieBreak(pod.Key, n.Name())
+	}
+	for k, ws := range active {
+		pl := ws.Plugin
+		for i, n := range nodes {
+			scores[i] = NodeScore{Name: n.Name(), Score: raw[k*len(nodes)+i]}
 		}
 		if nz, ok := pl.(NormalizeScorePlugin); ok {
 			if st := nz.NormalizeScore(ctx, state, pod, scores); !st.IsSuccess() {
@@ -330,28 +356,28 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 			scores[i].Score *= ws.Weight
 			totals[i] += scores[i].Score
 		}
-		d.Scores = append(d.Scores, PluginScores{Plugin: pl.Name(), Weight: ws.Weight, Top: top(scores, pod.Key)})
+		d.Scores = append(d.Scores, PluginScores{Plugin: pl.Name(), Weight: ws.Weight, Top: top(scores, ties)})
 	}
 	all := make([]NodeScore, len(nodes))
 	for i, n := range nodes {
 		all[i] = NodeScore{Name: n.Name(), Score: totals[i]}
 	}
-	d.Totals = top(all, pod.Key)
+	d.Totals = top(all, ties)
 	d.Node = d.Totals[0].Name
 	return nil
 }
 
 // top returns the best TopScores of scores, best first; equal scores are
-// ordered by a hash of pod and node, so that ties spread pods over nodes
-// and still replay the same way.
-func top(scores []NodeScore, pod string) []NodeScore {
+// ordered by ties[i], a hash of pod and node (tieBreak), so that ties
+// spread pods over nodes and still replay the same way.
+func top(scores []NodeScore, ties []uint64) []NodeScore {
 	type ranked struct {
 		NodeScore
 		tie uint64
 	}
 	best := make([]ranked, 0, TopScores+1)
-	for _, s := range scores {
-		r := ranked{s, tieBreak(pod, s.Name)}
+	for i, s := range scores {
+		r := ranked{s, ties[i]}
 		i := len(best)
 		for i > 0 && (best[i-1].Score < r.Score || (best[i-1].Score == r.Score && best[i-1].tie < r.tie)) {
 			i--
@@ -379,39 +405,6 @@ func tieBreak(pod, node string) uint64 {
 	h.Write([]byte{0})
 	h.Write([]byte(node))
 	return h.Sum64()
-}
-
-// parallelize calls fn(0..n-1) on up to workers goroutines.
-func parallelize(workers, n int, fn func(i int)) {
-	if workers <= 0 {
-		workers = 16
-	}
-	// Small pieces of work cost less inline than a goroutine hand-off.
-	if n < 32 || workers == 1 {
-		for i := 0; i < n; i++ {
-			fn(i)
-		}
-		return
-	}
-	workers = min(workers, (n+15)/16)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	wg.Add(workers)
-	for w := 0; w < workers; w++ {
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(16)) - 16
-				if i >= n {
-					return
-				}
-				for j := i; j < min(i+16, n); j++ {
-					fn(j)
-				}
-			}
-		}()
-	}
-	wg.Wait()
 }
 
 // parallelizeChunks splits [0, n) into contiguous chunks, about one per
