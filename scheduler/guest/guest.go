@@ -40,12 +40,18 @@ type Node struct {
 	Taints        []Taint
 }
 
+// Label is one key and value.
+type Label struct{ Key, Value string }
+
 // Pod is the part of a v1.Pod plugins see.
 type Pod struct {
 	Name, Namespace string
 	Labels          map[string]string
 	NodeSelector    map[string]string
-	NodeName        string
+	// NodeSelectorList is NodeSelector as a list, in the order the pod
+	// carries it: quicker to walk than the map in WebAssembly.
+	NodeSelectorList []Label
+	NodeName         string
 }
 
 // FilterPlugin says whether a node can run a pod; a non-empty reason
