@@ -15,6 +15,7 @@
 package wasm
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -22,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,13 +36,17 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/scheduler"
 )
 
 // Args are a WebAssembly plugin's pluginConfig args.
 type Args struct {
-	// GuestPath is the module file.
-	GuestPath string `json:"guestPath"`
+	// GuestPath is the module file; Image, in its place, a module in
+	// jetplane's image store: NAME:TAG or NAME@sha256:<hex> (the plugin
+	// must come from RegistryWithImages).
+	GuestPath string `json:"guestPath,omitempty"`
+	Image     string `json:"image,omitempty"`
 	// GuestConfig is handed to the guest by get_config.
 	GuestConfig string `json:"guestConfig,omitempty"`
 	// Timeout bounds one call (default 1s).
@@ -66,6 +72,29 @@ func Factory(name string, raw json.RawMessage) (scheduler.Plugin, error) {
 func Registry() scheduler.Registry {
 	r := scheduler.DefaultRegistry()
 	r[scheduler.WasmPlugin] = Factory
+	return r
+}
+
+// ImageSource is where plugins with an image come from: jetplane's image
+// store (*events.Images).
+type ImageSource interface {
+	Resolve(ctx context.Context, ref string) (digest string, size uint64, err error)
+	Fetch(ctx context.Context, digest string, w io.Writer, max int64) error
+}
+
+var _ ImageSource = (*events.Images)(nil)
+
+// RegistryWithImages is Registry with plugins that may name an image in
+// images instead of a file.
+func RegistryWithImages(images ImageSource) scheduler.Registry {
+	r := scheduler.DefaultRegistry()
+	r[scheduler.WasmPlugin] = func(name string, raw json.RawMessage) (scheduler.Plugin, error) {
+		var a Args
+		if err := json.Unmarshal(raw, &a); err != nil {
+			return nil, fmt.Errorf("args: %w", err)
+		}
+		return LoadFrom(context.Background(), name, a, images)
+	}
 	return r
 }
 
@@ -110,10 +139,15 @@ type encodedNode struct {
 	data []byte
 }
 
-// Load compiles the module at a.GuestPath and returns the plugin; its
+// Load compiles the module at a.GuestPath (Args.Image needs LoadFrom) and returns the plugin; its
 // type implements Filter and/or Score as the guest exports them.
 func Load(ctx context.Context, name string, a Args) (scheduler.Plugin, error) {
-	p, err := load(ctx, name, a)
+	return LoadFrom(ctx, name, a, nil)
+}
+
+// LoadFrom is Load with an image store for Args.Image.
+func LoadFrom(ctx context.Context, name string, a Args, images ImageSource) (scheduler.Plugin, error) {
+	p, err := load(ctx, name, a, images)
 	if err != nil {
 		return nil, err
 	}
@@ -126,16 +160,43 @@ func Load(ctx context.Context, name string, a Args) (scheduler.Plugin, error) {
 		return scoreOnly{p}, nil
 	}
 	p.Close()
-	return nil, fmt.Errorf("wasm plugin %s: %s exports neither filter nor score", name, a.GuestPath)
+	return nil, fmt.Errorf("wasm plugin %s: %s exports neither filter nor score", name, a.GuestPath+a.Image)
 }
 
-func load(ctx context.Context, name string, a Args) (*Plugin, error) {
-	if a.GuestPath == "" {
-		return nil, errors.New("guestPath: required")
+// module reads the guest's code from its file or the image store; an
+// image's bytes must match the digest its ref resolved to.
+func module(ctx context.Context, a Args, images ImageSource) ([]byte, error) {
+	switch {
+	case (a.GuestPath == "") == (a.Image == ""):
+		return nil, errors.New("exactly one of guestPath and image is required")
+	case a.GuestPath != "":
+		code, err := os.ReadFile(a.GuestPath)
+		if err != nil {
+			return nil, fmt.Errorf("guestPath: %w", err)
+		}
+		return code, nil
+	case images == nil:
+		return nil, fmt.Errorf("image %s: this scheduler has no image store", a.Image)
 	}
-	code, err := os.ReadFile(a.GuestPath)
+	digest, _, err := images.Resolve(ctx, a.Image)
 	if err != nil {
-		return nil, fmt.Errorf("guestPath: %w", err)
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := images.Fetch(ctx, digest, &buf, events.DefaultMaxImageBytes); err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	if got := "sha256:" + hex.EncodeToString(sum[:]); got != digest {
+		return nil, fmt.Errorf("image %s: the stored module's digest is %s, not %s", a.Image, got, digest)
+	}
+	return buf.Bytes(), nil
+}
+
+func load(ctx context.Context, name string, a Args, images ImageSource) (*Plugin, error) {
+	code, err := module(ctx, a, images)
+	if err != nil {
+		return nil, fmt.Errorf("wasm plugin %s: %w", name, err)
 	}
 	timeout := time.Second
 	if a.Timeout != "" {
@@ -166,7 +227,7 @@ func load(ctx context.Context, name string, a Args) (*Plugin, error) {
 	instrumented, err := instrument(code)
 	if err != nil {
 		rt.Close(ctx)
-		return nil, fmt.Errorf("wasm plugin %s: %s: %w", name, a.GuestPath, err)
+		return nil, fmt.Errorf("wasm plugin %s: %s: %w", name, a.GuestPath+a.Image, err)
 	}
 	p := &Plugin{name: name, version: "wasm/sha256:" + hex.EncodeToString(sum[:8]), config: []byte(a.GuestConfig),
 		timeout: timeout, rt: rt, pool: make(chan *instance, 64), all: map[*instance]struct{}{}, closed: make(chan struct{}),
@@ -181,7 +242,7 @@ func load(ctx context.Context, name string, a Args) (*Plugin, error) {
 	}
 	if p.compiled, err = rt.CompileModule(ctx, instrumented); err != nil {
 		rt.Close(ctx)
-		return nil, fmt.Errorf("wasm plugin %s: compile %s: %w", name, a.GuestPath, err)
+		return nil, fmt.Errorf("wasm plugin %s: compile %s: %w", name, a.GuestPath+a.Image, err)
 	}
 	exports := p.compiled.ExportedFunctions()
 	_, p.hasFilt = exports["filter"]
