@@ -8,7 +8,9 @@
 // guest exports of the kube-scheduler-wasm-extension ABI (filter, score)
 // and decodes the pod and nodes the host passes as Kubernetes protobuf. It
 // decodes the pod once per scheduling cycle and each node once per node
-// revision, keeping decoded nodes between calls (decision 0018).
+// revision, keeping decoded nodes between calls (decision 0018), and
+// exports jetplane's batch calls, so the host judges many nodes per call
+// (decision 0031).
 //
 // The types here carry the fields plugins commonly need, decoded without
 // k8s.io/api so that a plugin stays small and quick to compile.
