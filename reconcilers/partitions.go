@@ -37,9 +37,14 @@ type partitions struct {
 	idle    *sync.Cond // signalled when a partition's running count drops
 	// runs are the partitions' run contexts: cancelled once a partition
 	// has been giving up for the grace period, so that a stuck run does
-	// not hold the partition here for ever.
-	runs map[int]context.Context
-	stop map[int]context.CancelFunc
+	// not hold the partition here for ever, and when the lease it was
+	// claimed under ends.
+	runs map[int]*runContext
+
+	// draining is closed when the process's shutdown begins: no partition
+	// is claimed after that (see Runtime.Drain).
+	draining  chan struct{}
+	drainOnce sync.Once
 
 	resync chan struct{}
 }
@@ -49,7 +54,7 @@ func newPartitions(rt *Runtime, n int) *partitions {
 		n = 1
 	}
 	ps := &partitions{rt: rt, n: n, on: map[int]bool{}, running: map[int]int{}, resync: make(chan struct{}, 1),
-		runCtx: context.Background(), runs: map[int]context.Context{}, stop: map[int]context.CancelFunc{}}
+		runCtx: context.Background(), runs: map[int]*runContext{}, draining: make(chan struct{})}
 	ps.idle = sync.NewCond(&ps.mu)
 	return ps
 }
@@ -63,12 +68,13 @@ func (ps *partitions) active(p int) bool {
 	return ps.on[p]
 }
 
-// begin starts a run in partition p, if p is active here, and returns
-// the context the run must honour.
+// begin starts a run in partition p, if p is active here and the lease it
+// was claimed under still holds, and returns the context the run must
+// honour.
 func (ps *partitions) begin(p int) (context.Context, bool) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if !ps.on[p] {
+	if !ps.on[p] || ps.runs[p].Err() != nil {
 		return nil, false
 	}
 	ps.running[p]++
@@ -166,20 +172,41 @@ func (ps *partitions) balance(ctx context.Context, members Members) {
 		}
 	}()
 	var last []string
+	// While the lease is lost, look for a new one this often.
+	relook := time.NewTicker(100 * time.Millisecond)
+	defer relook.Stop()
+	fenced := false
 	for {
 		live, changed := members.Live()
 		if !slices.Equal(live, last) {
 			ps.rt.cfg.Logger.Info("instances changed", "live", live)
 			last = live
 		}
+		_, lost := members.Lease()
+		leased := !isClosed(lost)
+		switch {
+		case !leased && !fenced:
+			// Paused or cut off for so long that the others may have
+			// counted this instance gone and taken its partitions: every
+			// run in flight is already cancelled (their contexts end with
+			// the lease); give every partition up, and claim again only
+			// with a new lease.
+			ps.rt.cfg.Logger.Warn("membership lease ended (this process was paused or cut off); runs in flight cancelled, giving every partition up until the lease is renewed",
+				"held", len(held))
+			fenced = true
+		case leased && fenced:
+			ps.rt.cfg.Logger.Info("membership lease renewed; claiming partitions again")
+			fenced = false
+		}
+		draining := isClosed(ps.draining)
 		assigned := Assign(ps.n, live)
 		for p, h := range held {
-			if assigned[p] != members.Self() {
+			if assigned[p] != members.Self() || !leased || (draining && !ps.active(p)) {
 				h.cancel()
 			}
 		}
 		for p := range ps.n {
-			if assigned[p] == members.Self() && held[p] == nil {
+			if leased && !draining && assigned[p] == members.Self() && held[p] == nil {
 				hctx, cancel := context.WithCancel(ctx)
 				h := &holding{cancel: cancel, done: make(chan struct{})}
 				held[p] = h
@@ -190,10 +217,17 @@ func (ps *partitions) balance(ctx context.Context, members Members) {
 				}()
 			}
 		}
+		var wait <-chan time.Time
+		if !leased {
+			wait = relook.C
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-changed:
+		case <-lost:
+		case <-wait:
+		case <-ps.draining:
 		case p := <-finished:
 			// Given up (or failed): forget it, and take it again if it is
 			// still assigned here.
@@ -213,12 +247,29 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members
 	rt := ps.rt
 	log := rt.cfg.Logger.With("partition", p)
 	asked := time.Now()
-	if err := members.Claim(ctx, p); err != nil {
-		return // ctx ended first: the partition went elsewhere
+	// The partition's runs go on only under the lease held when the claim
+	// was made: once it ends, the others may take the claim.
+	_, lost := members.Lease()
+	if isClosed(lost) {
+		return
 	}
+	// Once shutdown has begun, claim nothing more.
+	claimCtx, stopClaiming := context.WithCancel(ctx)
+	defer stopClaiming()
+	go func() {
+		select {
+		case <-ps.draining:
+			stopClaiming()
+		case <-claimCtx.Done():
+		}
+	}()
+	if err := members.Claim(claimCtx, p); err != nil {
+		return // ctx ended first (the partition went elsewhere), or shutdown began
+	}
+	stopClaiming()
 	ps.mu.Lock()
 	ps.on[p] = true
-	ps.runs[p], ps.stop[p] = context.WithCancel(ps.runCtx)
+	ps.runs[p] = newRunContext(ps.runCtx, members, lost)
 	ps.mu.Unlock()
 	keys := ps.enqueue(p)
 	log.Info("partition taken", "keys", keys, "waited", time.Since(asked).Round(time.Millisecond))
@@ -287,7 +338,7 @@ func (ps *partitions) giveUp(stopping context.Context, p int, consumer string, m
 	started := time.Now()
 	ps.mu.Lock()
 	ps.on[p] = false
-	cancelRuns := ps.stop[p]
+	cancelRuns := ps.runs[p].stop
 	// Runs get the grace period to end; then their context is cancelled,
 	// and a run stuck in a call that honours it ends.
 	overdue := time.AfterFunc(rt.cfg.Grace, func() {
@@ -298,7 +349,6 @@ func (ps *partitions) giveUp(stopping context.Context, p int, consumer string, m
 		ps.idle.Wait()
 	}
 	delete(ps.runs, p)
-	delete(ps.stop, p)
 	ps.mu.Unlock()
 	overdue.Stop()
 	cancelRuns()
@@ -336,6 +386,15 @@ func (ps *partitions) giveUp(stopping context.Context, p int, consumer string, m
 		return
 	}
 	log.Info("partition released", "waited", time.Since(started).Round(time.Millisecond))
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // enqueue queues every key of partition p of every handled kind, and
