@@ -468,6 +468,9 @@ func (a *App) Run(ctx context.Context) error {
 		bridgeDone <- err
 	}
 	a.cfg.Logger.Info("shutting down")
+	// From now on the runtime claims no partition: one taken now would
+	// only be released again, or left claimed if the cluster goes away.
+	a.runtime.Drain()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = httpSrv.Shutdown(sctx)
