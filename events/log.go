@@ -33,6 +33,12 @@ type Config struct {
 	// purging events (ErrNotAppendOnly) instead of turning the denials
 	// on: on an outside NATS, such a stream may already have lost events.
 	RequireAppendOnly bool
+	// StoreError, when set, says why the log's server cannot write its
+	// store (nil when it can): an append that fails is asked about it, so
+	// that the error names the cause (a full disk) rather than the
+	// server's answer (an incomplete batch, or none at all). The embedded
+	// server's StoreError.
+	StoreError func() error
 }
 
 func (c Config) withDefaults() Config {
@@ -68,6 +74,7 @@ type Log struct {
 	js         jetstream.JetStream
 	stream     jetstream.Stream
 	partitions int
+	storeErr   func() error
 }
 
 // Open creates the stream or brings an existing one's settings up to date,
@@ -102,7 +109,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", StreamName, err)
 	}
-	return &Log{nc: nc, js: js, stream: s, partitions: partitions}, nil
+	return &Log{nc: nc, js: js, stream: s, partitions: partitions, storeErr: cfg.StoreError}, nil
 }
 
 func streamConfig(cfg Config, partitions int) jetstream.StreamConfig {

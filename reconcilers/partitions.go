@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jetplane/jetplane/events"
@@ -156,6 +157,10 @@ func rank(p int, instance string) uint64 {
 type holding struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	// fenced says it is given up because the lease ended: the bucket
+	// may be electing a leader, and unpinning (which only hurries the
+	// hand-over) would wait for it.
+	fenced atomic.Bool
 }
 
 // balance keeps this instance holding the partitions Assign gives it, as
@@ -202,6 +207,9 @@ func (ps *partitions) balance(ctx context.Context, members Members) {
 		assigned := Assign(ps.n, live)
 		for p, h := range held {
 			if assigned[p] != members.Self() || !leased || (draining && !ps.active(p)) {
+				if !leased {
+					h.fenced.Store(true)
+				}
 				h.cancel()
 			}
 		}
@@ -213,7 +221,7 @@ func (ps *partitions) balance(ctx context.Context, members Members) {
 				go func() {
 					defer close(h.done)
 					defer func() { finished <- p }()
-					ps.hold(ctx, hctx, p, members)
+					ps.hold(ctx, hctx, p, members, &h.fenced)
 				}()
 			}
 		}
@@ -243,7 +251,7 @@ func (ps *partitions) balance(ctx context.Context, members Members) {
 
 // hold claims partition p, runs it until ctx ends, then gives it up.
 // stopping ends when the whole runtime stops.
-func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members) {
+func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members, fenced *atomic.Bool) {
 	rt := ps.rt
 	log := rt.cfg.Logger.With("partition", p)
 	asked := time.Now()
@@ -323,7 +331,7 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members
 		}
 		return err
 	})
-	ps.giveUp(stopping, p, consumer, members, log)
+	ps.giveUp(stopping, p, consumer, members, log, fenced.Load())
 }
 
 // giveUp stops runs of p from starting, waits for those in flight, then
@@ -333,7 +341,7 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members
 func (ps *partitions) giveUp(stopping context.Context, p int, consumer string, members Members, log interface {
 	Info(string, ...any)
 	Warn(string, ...any)
-}) {
+}, fenced bool) {
 	rt := ps.rt
 	started := time.Now()
 	ps.mu.Lock()
@@ -355,11 +363,13 @@ func (ps *partitions) giveUp(stopping context.Context, p int, consumer string, m
 	for _, c := range rt.byKind {
 		c.dropPartition(p)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	if err := rt.cfg.Log.Unpin(ctx, consumer, priorityGroup); err != nil {
-		log.Warn("unpinning the partition consumer failed; it unpins itself after its TTL", "err", err)
+	if !fenced {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := rt.cfg.Log.Unpin(ctx, consumer, priorityGroup); err != nil {
+			log.Warn("unpinning the partition consumer failed; it unpins itself after its TTL", "err", err)
+		}
+		cancel()
 	}
-	cancel()
 	// The next holder waits for the release as long as this instance
 	// lives: keep trying (the cluster may be electing a leader). Once the
 	// runtime stops, leaving the members bucket frees the claim too, so

@@ -154,6 +154,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 			return nil, err
 		}
 		cfg.Logger.Info("embedded nats started", "store", cfg.DataDir, "url", a.srv.ClientURL(), "sync_always", cfg.SyncAlways, "credentials", a.srv.Creds().Dir())
+		// A failed append names the store's trouble (a full disk).
+		cfg.Log.StoreError = a.srv.StoreError
 	}
 	var blobs *events.Blobs
 	if a.log, blobs, err = openLog(ctx, a.nc, cfg.Log, cfg.Logger); err != nil {
@@ -289,6 +291,13 @@ func openLog(ctx context.Context, nc *nats.Conn, cfg events.Config, logger *slog
 func (a *App) ready() error {
 	if !a.nc.IsConnected() {
 		return errors.New("not connected to nats")
+	}
+	if a.srv != nil {
+		// The log cannot be written (a full disk): not ready until it
+		// can, which the embedded server sees to once there is room.
+		if err := a.srv.StoreError(); err != nil {
+			return err
+		}
 	}
 	if !a.projector.Ready() {
 		return errors.New("projection still catching up with the log")
