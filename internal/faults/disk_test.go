@@ -39,7 +39,7 @@ func diskFull(t *testing.T, bin, dir string) diskRow {
 		t.Fatalf("the disk-full fault mounts a small tmpfs and needs root: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
-	p := &proc{name: "d1", dir: dir, natsName: "d1", args: []string{
+	p := &proc{name: "d1", dir: dir, natsName: "d1", data: filepath.Join(mnt, "data"), args: []string{
 		"--instance", "d1", "--listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
 		"--data", filepath.Join(mnt, "data"), "--sleep", "2ms",
 	}}
