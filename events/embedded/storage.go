@@ -31,6 +31,10 @@ type storeWatch struct {
 	mu    sync.Mutex
 	cause string
 	at    time.Time
+
+	freeAt    time.Time
+	freeBytes uint64
+	freeOK    bool
 }
 
 // storageFailure reports whether a server log line says JetStream can no
@@ -117,7 +121,29 @@ func (s *Server) StoreError() error {
 	case !s.ns.JetStreamEnabled():
 		return fmt.Errorf("%w: JetStream is stopped", ErrStoreBroken)
 	}
+	// The server does not log every write that fails for want of space
+	// (an atomic batch's staged messages come back "incomplete"): a disk
+	// with almost nothing free counts as full.
+	if free, ok := s.watch.free(s.opts.StoreDir); ok && free < storeLowSpace {
+		return fmt.Errorf("%w: no space left on device (%d bytes free); free space in %s (writes resume by themselves once there is room)",
+			ErrStoreBroken, free, s.opts.StoreDir)
+	}
 	return nil
+}
+
+// storeLowSpace is the free space below which the store counts as full.
+const storeLowSpace = 1 << 20
+
+// free is the free space of dir's file system, looked at no more often
+// than every 200 ms (readiness asks at every request).
+func (w *storeWatch) free(dir string) (uint64, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if time.Since(w.freeAt) > 200*time.Millisecond {
+		w.freeAt = time.Now()
+		w.freeBytes, w.freeOK = freeSpace(dir)
+	}
+	return w.freeBytes, w.freeOK
 }
 
 // storeProbe is how much a test write puts in the store directory before
