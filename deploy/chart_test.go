@@ -48,6 +48,10 @@ func renderChart(t *testing.T, valueFiles ...string) []*unstructured.Unstructure
 			t.Fatal(err)
 		}
 		vals = chartutil.MergeTables(v.AsMap(), vals)
+		if f == "values-ha.yaml" {
+			// As an installer must: the chart refuses open routes.
+			vals = chartutil.MergeTables(map[string]any{"nats": map[string]any{"embedded": map[string]any{"routeSecret": "jetplane-routes"}}}, vals)
+		}
 	}
 	caps := chartutil.DefaultCapabilities.Copy()
 	kv, _ := chartutil.ParseKubeVersion("v1.36.3")
@@ -127,7 +131,8 @@ func TestChartRenders(t *testing.T) {
 		{"default", "", "StatefulSet", 1, []string{"--replicas=1", "--data=/data", "--clusters=/etc/jetplane/clusters.yaml"},
 			[]string{"ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "ConfigMap", "NetworkPolicy", "Service", "Service", "Service", "ServiceAccount", "StatefulSet"}},
 		{"ha", "values-ha.yaml", "StatefulSet", 3, []string{"--replicas=3", "--nats-name=$(POD_NAME)", "--nats-cluster=jetplane",
-			"--nats-routes=nats://jp-jetplane-0.jp-jetplane-nats.jetplane.svc:6222,nats://jp-jetplane-1.jp-jetplane-nats.jetplane.svc:6222,nats://jp-jetplane-2.jp-jetplane-nats.jetplane.svc:6222"},
+			"--nats-routes=nats://jp-jetplane-0.jp-jetplane-nats.jetplane.svc:6222,nats://jp-jetplane-1.jp-jetplane-nats.jetplane.svc:6222,nats://jp-jetplane-2.jp-jetplane-nats.jetplane.svc:6222",
+			"--nats-route-secret-file=/etc/jetplane/nats-routes/secret"},
 			[]string{"ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "ConfigMap", "NetworkPolicy", "PodDisruptionBudget", "Service", "Service", "Service", "ServiceAccount", "ServiceMonitor", "StatefulSet"}},
 		{"external", "values-external.yaml", "Deployment", 3, []string{"--nats-url=nats://nats-0.nats:4222,nats://nats-1.nats:4222,nats://nats-2.nats:4222",
 			"--replicas=3", "--nats-creds=/etc/jetplane/nats/creds", "--nats-ca=/etc/jetplane/nats-tls/ca.crt", "--token-file=/etc/jetplane/tokens/tokens"},
@@ -312,5 +317,40 @@ func TestChartRefusesAnOpenAPI(t *testing.T) {
 	}
 	if !strings.Contains(files["jetplane/templates/statefulset.yaml"], "--allow-anonymous") {
 		t.Fatal("allowAnonymous did not pass --allow-anonymous to jetplane serve")
+	}
+}
+
+// With more than one replica the embedded servers form a cluster whose
+// routes are trusted beyond every credential: the chart does not render
+// them without a route secret, and mounts the one it is given.
+func TestChartRefusesOpenRoutes(t *testing.T) {
+	c, err := loader.LoadDir(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := func(embedded map[string]any) (map[string]string, error) {
+		vals := map[string]any{"api": map[string]any{"tokenSecret": "t"}, "nats": map[string]any{"embedded": embedded}}
+		rv, err := chartutil.ToRenderValues(c, vals, chartutil.ReleaseOptions{Name: "jp", Namespace: namespace, Revision: 1, IsInstall: true}, chartutil.DefaultCapabilities)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return engine.Render(c, rv)
+	}
+	if _, err := render(map[string]any{"replicas": 3}); err == nil || !strings.Contains(err.Error(), "nats.embedded.routeSecret is required") {
+		t.Fatalf("render of three replicas without a route secret: %v, want a refusal naming nats.embedded.routeSecret", err)
+	}
+	files, err := render(map[string]any{"replicas": 3, "routeSecret": "my-routes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sts := files["jetplane/templates/statefulset.yaml"]
+	for _, want := range []string{"--nats-route-secret-file=/etc/jetplane/nats-routes/secret", "secretName: my-routes"} {
+		if !strings.Contains(sts, want) {
+			t.Errorf("statefulset lacks %q", want)
+		}
+	}
+	// One replica has no routes, so needs no secret.
+	if _, err := render(map[string]any{"replicas": 1}); err != nil {
+		t.Fatalf("one replica: %v", err)
 	}
 }

@@ -30,13 +30,18 @@ func TestThreeProcessCluster(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("s3cret alice\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The routes authenticate with a secret, as the chart's pods do.
+	routeSecret := filepath.Join(t.TempDir(), "route-secret")
+	if err := os.WriteFile(routeSecret, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	nodes := make([]*server, 3)
 	for i := range nodes {
 		port := freePort(t)
 		cmd := exec.Command(bin, "serve", "--data", t.TempDir(), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 			"--nats-port", "-1", "--nats-name", fmt.Sprintf("n%d", i+1), "--nats-cluster", "jp",
 			"--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]), "--nats-routes", strings.Join(routes, ","),
-			"--replicas", "3", "--token-file", tokens, "--node=false")
+			"--nats-route-secret-file", routeSecret, "--replicas", "3", "--token-file", tokens, "--node=false")
 		var log bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &log, &log
 		if err := cmd.Start(); err != nil {

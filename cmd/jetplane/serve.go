@@ -22,16 +22,17 @@ import (
 
 func newServe() *cobra.Command {
 	var (
-		cfg       app.Config
-		sync      string
-		tokenFile string
-		anonymous bool
-		clusters  string
-		routes    string
-		clusterAt string
-		logLevel  string
-		logFormat string
-		nodeFlags = &serveNodeFlags{}
+		cfg             app.Config
+		sync            string
+		tokenFile       string
+		anonymous       bool
+		clusters        string
+		routes          string
+		clusterAt       string
+		routeSecretFile string
+		logLevel        string
+		logFormat       string
+		nodeFlags       = &serveNodeFlags{}
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -116,6 +117,15 @@ The Go garbage collector runs at GOGC=200 unless GOGC is set.`,
 			if routes != "" {
 				cfg.NATSCluster.Routes = strings.Split(routes, ",")
 			}
+			if routeSecretFile != "" {
+				b, err := os.ReadFile(routeSecretFile)
+				if err != nil {
+					return fmt.Errorf("--nats-route-secret-file: %w", err)
+				}
+				if cfg.NATSCluster.Secret = strings.TrimSpace(string(b)); cfg.NATSCluster.Secret == "" {
+					return fmt.Errorf("--nats-route-secret-file: %s is empty; put the same random secret (openssl rand -hex 16) in it on every node", routeSecretFile)
+				}
+			}
 			if clusterAt != "" {
 				host, port, err := net.SplitHostPort(clusterAt)
 				if err != nil {
@@ -146,6 +156,7 @@ The Go garbage collector runs at GOGC=200 unless GOGC is set.`,
 	f.StringVar(&cfg.NATSCluster.Name, "nats-cluster", "", "join the embedded NATS server to this cluster of jetplane processes")
 	f.StringVar(&clusterAt, "nats-cluster-listen", "", "host:port this node takes routes on (default 127.0.0.1:6222)")
 	f.StringVar(&routes, "nats-routes", "", "route URLs of the cluster's nodes, comma-separated, such as nats://10.0.0.1:6222,nats://10.0.0.2:6222")
+	f.StringVar(&routeSecretFile, "nats-route-secret-file", "", "file holding the secret every node of the cluster presents on its routes (at least 32 characters; required for routes beyond loopback unless --nats-tls-* is given)")
 	f.StringVar(&cfg.NATSAuthDir, "nats-auth-dir", "", "credentials store of the embedded NATS server (default DATA/auth; nodes of one cluster may share one)")
 	f.BoolVar(&cfg.NATSLogs, "nats-log", false, "let the embedded NATS server log to stderr (its own format)")
 	f.StringVar(&cfg.NATS.URLs, "nats-url", "", "outside NATS servers (comma-separated); disables the embedded server")

@@ -33,3 +33,19 @@ func TestLoopback(t *testing.T) {
 		}
 	}
 }
+
+// Routes beyond loopback without a secret or TLS would let anyone who
+// reaches the port join the cluster as a trusted peer: refused, naming the
+// flag that fixes it.
+func TestServeRefusesOpenRoutesBeyondLoopback(t *testing.T) {
+	var out bytes.Buffer
+	root := newRoot()
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs([]string{"serve", "--data", t.TempDir(), "--nats-port", "-1", "--nats-name", "n1", "--nats-cluster", "jp",
+		"--nats-cluster-listen", "0.0.0.0:0", "--node=false"})
+	err := root.Execute()
+	if err == nil || !strings.Contains(err.Error(), "--nats-route-secret-file") {
+		t.Errorf("serve with open routes on 0.0.0.0: %v, want a refusal naming --nats-route-secret-file", err)
+	}
+}

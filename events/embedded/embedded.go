@@ -74,7 +74,20 @@ type ClusterConfig struct {
 	// Routes are the other nodes' route URLs, such as
 	// nats://10.0.0.2:6222. Listing this node's own URL too is harmless.
 	Routes []string
+	// Secret, the same on every node, authenticates routes: a node
+	// accepts a route only from a peer that presents it, and presents it
+	// on its own routes. A route is a peer server, beyond every account
+	// and permission, so routes that listen beyond loopback need it or
+	// mutual TLS.
+	Secret string
 }
+
+// RouteUser is the user name routes present with the cluster's secret.
+const RouteUser = "jetplane-route"
+
+// minRouteSecret is the shortest route secret accepted: 32 random
+// characters, as `openssl rand -hex 16` gives.
+const minRouteSecret = 32
 
 func (c Config) validate() error {
 	if c.StoreDir == "" {
@@ -103,7 +116,23 @@ func (c Config) validate() error {
 			return fmt.Errorf("embedded nats: route %q is not a URL such as nats://10.0.0.2:6222", r)
 		}
 	}
+	if c.Cluster.Secret != "" && len(c.Cluster.Secret) < minRouteSecret {
+		return fmt.Errorf("embedded nats: the route secret has %d characters; use at least %d random ones (openssl rand -hex 16)", len(c.Cluster.Secret), minRouteSecret)
+	}
+	if c.Cluster.Name != "" && c.Cluster.Secret == "" && c.TLS.CertFile == "" && !loopbackHost(c.Cluster.Host) {
+		return fmt.Errorf("embedded nats: cluster routes listen on %s without authentication, and a route is trusted beyond every credential: anyone who reaches the port could join the cluster and read and write the log; give every node the same --nats-route-secret-file, or mutual TLS (--nats-tls-cert, --nats-tls-key, --nats-tls-ca)", c.Cluster.Host)
+	}
 	return nil
+}
+
+// loopbackHost reports whether host (an IP address, "localhost" or empty,
+// which means 127.0.0.1 here) is reachable only from this machine.
+func loopbackHost(host string) bool {
+	if host == "" || host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Server is a running embedded NATS server.
@@ -159,6 +188,14 @@ func Start(cfg Config) (*Server, error) {
 			opts.Cluster.Port = 6222
 		}
 		opts.Routes = server.RoutesFromStr(strings.Join(cl.Routes, ","))
+		if cl.Secret != "" {
+			opts.Cluster.Username, opts.Cluster.Password = RouteUser, cl.Secret
+			for _, r := range opts.Routes {
+				if r.User == nil {
+					r.User = url.UserPassword(RouteUser, cl.Secret)
+				}
+			}
+		}
 	}
 	if t := cfg.TLS; t.CertFile != "" {
 		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: t.CertFile, KeyFile: t.KeyFile, CaFile: t.CAFile})

@@ -251,7 +251,7 @@ func (r *Reconciler) render(ctx context.Context, key projections.Key, spec *Spec
 	}
 	if spec.Cluster != "" {
 		if r.cfg.Capabilities == nil {
-			return nil, "", reconcilers.Terminal(&FieldError{"spec.cluster", fmt.Sprintf("%q: jetplane has no Kubernetes clusters configured (serve --clusters)", spec.Cluster)})
+			return nil, "", reconcilers.Terminal(fieldError("spec.cluster", fmt.Sprintf("%q: jetplane has no Kubernetes clusters configured (serve --clusters)", spec.Cluster)))
 		}
 		if opts.KubeVersion, opts.APIVersions, err = r.capabilities(ctx, spec.Cluster); err != nil {
 			return nil, "", fmt.Errorf("cluster %s: %w", spec.Cluster, err)

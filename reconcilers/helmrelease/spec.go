@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/reconcilers/apply"
 	"github.com/jetplane/jetplane/schemas"
 )
 
@@ -21,13 +22,14 @@ const (
 	LabelReleaseName      = "jetplane.dev/release-name"
 )
 
-// FieldError is a HelmRelease spec that cannot be used. Field is the path
-// from the HelmRelease object ("spec.chart.version").
-type FieldError struct {
-	Field, Reason string
-}
+// FieldError is a HelmRelease spec that cannot be used: the same error an
+// Apply's spec gives, Field the path from the HelmRelease object
+// ("spec.chart.version").
+type FieldError = apply.FieldError
 
-func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+func fieldError(field, reason string) *FieldError {
+	return &FieldError{Field: field, Reason: reason}
+}
 
 // ValuesRef names a ConfigMap or Secret (a jetplane object in the
 // release's namespace) whose Key holds values as YAML.
@@ -61,8 +63,8 @@ func decodeSpec(obj *schemas.Object) (*Spec, error) {
 		{"metadata.name", owner.Name, LabelReleaseName},
 	} {
 		if errs := validation.IsValidLabelValue(f.value); len(errs) > 0 || f.value == "" {
-			return nil, &FieldError{f.field, fmt.Sprintf("%q cannot be the value of label %s on the release's objects: %s",
-				f.value, f.label, strings.Join(append(errs, "must not be empty"), "; "))}
+			return nil, fieldError(f.field, fmt.Sprintf("%q cannot be the value of label %s on the release's objects: %s",
+				f.value, f.label, strings.Join(append(errs, "must not be empty"), "; ")))
 		}
 	}
 	fields := obj.GetSpec().GetFields()
@@ -70,17 +72,17 @@ func decodeSpec(obj *schemas.Object) (*Spec, error) {
 		switch name {
 		case "chart", "values", "valuesFrom", "releaseNamespace", "cluster":
 		default:
-			return nil, &FieldError{"spec." + name, "unknown field; a HelmRelease has chart, values, valuesFrom, releaseNamespace and cluster"}
+			return nil, fieldError("spec."+name, "unknown field; a HelmRelease has chart, values, valuesFrom, releaseNamespace and cluster")
 		}
 	}
 	s := &Spec{}
 	chart := fields["chart"].GetStructValue()
 	if chart == nil {
-		return nil, &FieldError{"spec.chart", "required: an object with name and version (and repository for a Helm HTTP repository), not " + valueType(fields["chart"])}
+		return nil, fieldError("spec.chart", "required: an object with name and version (and repository for a Helm HTTP repository), not "+valueType(fields["chart"]))
 	}
 	for name := range chart.GetFields() {
 		if name != "name" && name != "version" && name != "repository" {
-			return nil, &FieldError{"spec.chart." + name, "unknown field; chart has name, version and repository"}
+			return nil, fieldError("spec.chart."+name, "unknown field; chart has name, version and repository")
 		}
 	}
 	var err error
@@ -88,48 +90,48 @@ func decodeSpec(obj *schemas.Object) (*Spec, error) {
 		return nil, err
 	}
 	if errs := validation.IsDNS1123Subdomain(s.Chart.Name); len(errs) > 0 {
-		return nil, &FieldError{"spec.chart.name", fmt.Sprintf("%q is not a chart name: %s", s.Chart.Name, strings.Join(errs, "; "))}
+		return nil, fieldError("spec.chart.name", fmt.Sprintf("%q is not a chart name: %s", s.Chart.Name, strings.Join(errs, "; ")))
 	}
 	if s.Chart.Version, err = str(chart.GetFields(), "spec.chart", "version", true); err != nil {
 		return nil, err
 	}
 	if _, err := semver.NewConstraint(s.Chart.Version); err != nil {
-		return nil, &FieldError{"spec.chart.version", fmt.Sprintf("%q is not a version or version range: %v", s.Chart.Version, err)}
+		return nil, fieldError("spec.chart.version", fmt.Sprintf("%q is not a version or version range: %v", s.Chart.Version, err))
 	}
 	if s.Chart.Repository, err = str(chart.GetFields(), "spec.chart", "repository", false); err != nil {
 		return nil, err
 	}
 	if r := s.Chart.Repository; r != "" && !strings.HasPrefix(r, "http://") && !strings.HasPrefix(r, "https://") {
-		return nil, &FieldError{"spec.chart.repository", fmt.Sprintf("%q: must be the http:// or https:// URL of a Helm repository (the directory holding index.yaml)", r)}
+		return nil, fieldError("spec.chart.repository", fmt.Sprintf("%q: must be the http:// or https:// URL of a Helm repository (the directory holding index.yaml)", r))
 	}
 	if r := s.Chart.Repository; r == "" {
 		if _, err := semver.StrictNewVersion(s.Chart.Version); err != nil {
-			return nil, &FieldError{"spec.chart.version", fmt.Sprintf("%q: a pushed chart is named by an exact version (NAME:VERSION as pushed), such as 1.2.3", s.Chart.Version)}
+			return nil, fieldError("spec.chart.version", fmt.Sprintf("%q: a pushed chart is named by an exact version (NAME:VERSION as pushed), such as 1.2.3", s.Chart.Version))
 		}
 	}
 	if v, ok := fields["values"]; ok && valueType(v) != "null" {
 		st := v.GetStructValue()
 		if st == nil {
-			return nil, &FieldError{"spec.values", "must be an object (the chart's values), not " + valueType(v)}
+			return nil, fieldError("spec.values", "must be an object (the chart's values), not "+valueType(v))
 		}
 		s.Values = st.AsMap()
 	}
 	if v, ok := fields["valuesFrom"]; ok && valueType(v) != "null" {
 		list := v.GetListValue()
 		if list == nil {
-			return nil, &FieldError{"spec.valuesFrom", "must be a list of {kind, name, key, optional}, not " + valueType(v)}
+			return nil, fieldError("spec.valuesFrom", "must be a list of {kind, name, key, optional}, not "+valueType(v))
 		}
 		for i, item := range list.GetValues() {
 			path := fmt.Sprintf("spec.valuesFrom[%d]", i)
 			m := item.GetStructValue()
 			if m == nil {
-				return nil, &FieldError{path, "must be an object {kind, name, key, optional}, not " + valueType(item)}
+				return nil, fieldError(path, "must be an object {kind, name, key, optional}, not "+valueType(item))
 			}
 			for name := range m.GetFields() {
 				switch name {
 				case "kind", "name", "key", "optional":
 				default:
-					return nil, &FieldError{path + "." + name, "unknown field; valuesFrom entries have kind, name, key and optional"}
+					return nil, fieldError(path+"."+name, "unknown field; valuesFrom entries have kind, name, key and optional")
 				}
 			}
 			var ref ValuesRef
@@ -137,7 +139,7 @@ func decodeSpec(obj *schemas.Object) (*Spec, error) {
 				return nil, err
 			}
 			if ref.Kind != "ConfigMap" && ref.Kind != "Secret" {
-				return nil, &FieldError{path + ".kind", fmt.Sprintf("%q: must be ConfigMap or Secret", ref.Kind)}
+				return nil, fieldError(path+".kind", fmt.Sprintf("%q: must be ConfigMap or Secret", ref.Kind))
 			}
 			if ref.Name, err = str(m.GetFields(), path, "name", true); err != nil {
 				return nil, err
@@ -151,7 +153,7 @@ func decodeSpec(obj *schemas.Object) (*Spec, error) {
 			if o, ok := m.GetFields()["optional"]; ok {
 				b, isBool := o.GetKind().(*structpb.Value_BoolValue)
 				if !isBool {
-					return nil, &FieldError{path + ".optional", "must be true or false, not " + valueType(o)}
+					return nil, fieldError(path+".optional", "must be true or false, not "+valueType(o))
 				}
 				ref.Optional = b.BoolValue
 			}
@@ -165,7 +167,7 @@ func decodeSpec(obj *schemas.Object) (*Spec, error) {
 		s.ReleaseNamespace = owner.Namespace
 	}
 	if errs := validation.IsDNS1123Label(s.ReleaseNamespace); len(errs) > 0 {
-		return nil, &FieldError{"spec.releaseNamespace", fmt.Sprintf("%q is not a namespace: %s", s.ReleaseNamespace, strings.Join(errs, "; "))}
+		return nil, fieldError("spec.releaseNamespace", fmt.Sprintf("%q is not a namespace: %s", s.ReleaseNamespace, strings.Join(errs, "; ")))
 	}
 	if s.Cluster, err = str(fields, "spec", "cluster", false); err != nil {
 		return nil, err
@@ -177,16 +179,16 @@ func str(fields map[string]*structpb.Value, path, name string, required bool) (s
 	v, ok := fields[name]
 	if !ok || valueType(v) == "null" {
 		if required {
-			return "", &FieldError{path + "." + name, "required"}
+			return "", fieldError(path+"."+name, "required")
 		}
 		return "", nil
 	}
 	s, isStr := v.GetKind().(*structpb.Value_StringValue)
 	if !isStr {
-		return "", &FieldError{path + "." + name, "must be a string, not " + valueType(v)}
+		return "", fieldError(path+"."+name, "must be a string, not "+valueType(v))
 	}
 	if required && s.StringValue == "" {
-		return "", &FieldError{path + "." + name, "required"}
+		return "", fieldError(path+"."+name, "required")
 	}
 	return s.StringValue, nil
 }

@@ -76,6 +76,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   {{- $routes = append $routes (printf "nats://%s-%d.%s-nats.%s.svc:%d" $fullname $i $fullname $.Release.Namespace (int $e.routePort)) }}
   {{- end }}
   - --nats-routes={{ join "," $routes }}
+  {{- if not $e.routeSecret }}
+  {{- fail "nats.embedded.routeSecret is required with more than one replica: a NATS route is a peer server, trusted beyond every credential, so the nodes must prove to each other that they belong. Create a Secret with key \"secret\" (openssl rand -hex 16) and set nats.embedded.routeSecret to its name." }}
+  {{- end }}
+  - --nats-route-secret-file=/etc/jetplane/nats-routes/secret
   {{- end }}
   {{- else }}
   {{- $x := .Values.nats.external }}
@@ -127,6 +131,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   {{- end }}
   {{- if .Values.api.tokenSecret }}
   - {name: tokens, mountPath: /etc/jetplane/tokens, readOnly: true}
+  {{- end }}
+  {{- if and (include "jetplane.embedded" .) (gt (int .Values.nats.embedded.replicas) 1) }}
+  - {name: nats-routes, mountPath: /etc/jetplane/nats-routes, readOnly: true}
   {{- end }}
   {{- if and (not (include "jetplane.embedded" .)) .Values.nats.external.credsSecret }}
   - {name: nats-creds, mountPath: /etc/jetplane/nats, readOnly: true}
@@ -183,6 +190,10 @@ volumes:
 {{- if .Values.api.tokenSecret }}
 - name: tokens
   secret: {secretName: {{ .Values.api.tokenSecret }}}
+{{- end }}
+{{- if and (include "jetplane.embedded" .) (gt (int .Values.nats.embedded.replicas) 1) }}
+- name: nats-routes
+  secret: {secretName: {{ .Values.nats.embedded.routeSecret }}}
 {{- end }}
 {{- if and (not (include "jetplane.embedded" .)) .Values.nats.external.credsSecret }}
 - name: nats-creds
