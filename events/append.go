@@ -53,10 +53,15 @@ func (l *Log) storeFailed(err error) error {
 	if err == nil || l.storeErr == nil || errors.Is(err, ErrConflict) || errors.Is(err, ErrDuplicate) || errors.Is(err, ErrStorageFull) {
 		return err
 	}
-	cause := l.storeErr()
+	cause := l.storeErr(true)
 	if cause == nil {
 		return err
 	}
+	return storeCause(cause)
+}
+
+// storeCause is the error of an append that the store's trouble stops.
+func storeCause(cause error) error {
 	if strings.Contains(strings.ToLower(cause.Error()), "no space left") {
 		return fmt.Errorf("%w: %v", ErrStorageFull, cause)
 	}
@@ -133,10 +138,11 @@ func (l *Log) storeBroken() error {
 	if l.storeErr == nil {
 		return nil
 	}
-	if l.storeErr() == nil {
+	cause := l.storeErr(false)
+	if cause == nil {
 		return nil
 	}
-	return l.storeFailed(errors.New("not sent"))
+	return storeCause(cause)
 }
 
 // Append stores one event and waits for the log to acknowledge it.

@@ -34,11 +34,12 @@ type Config struct {
 	// on: on an outside NATS, such a stream may already have lost events.
 	RequireAppendOnly bool
 	// StoreError, when set, says why the log's server cannot write its
-	// store (nil when it can): an append that fails is asked about it, so
-	// that the error names the cause (a full disk) rather than the
-	// server's answer (an incomplete batch, or none at all). The embedded
-	// server's StoreError.
-	StoreError func() error
+	// store (nil when it can): appends fail at once while it says so, and
+	// an append that fails is asked about it (fresh), so that the error
+	// names the cause (a full disk) rather than the server's answer (an
+	// incomplete batch, or none at all). The embedded server's
+	// StoreError and StoreErrorNow.
+	StoreError func(fresh bool) error
 }
 
 func (c Config) withDefaults() Config {
@@ -74,7 +75,7 @@ type Log struct {
 	js         jetstream.JetStream
 	stream     jetstream.Stream
 	partitions int
-	storeErr   func() error
+	storeErr   func(fresh bool) error
 }
 
 // Open creates the stream or brings an existing one's settings up to date,

@@ -110,7 +110,13 @@ var ErrStoreBroken = errors.New("the embedded NATS server cannot write the log's
 // words, such as "no space left on device"), or JetStream is stopped. The
 // server starts JetStream again by itself once the store's directory takes
 // writes again.
-func (s *Server) StoreError() error {
+func (s *Server) StoreError() error { return s.storeError(false) }
+
+// StoreErrorNow is StoreError looking at the free space afresh (StoreError
+// may use a look up to 200 ms old): for explaining a write that failed.
+func (s *Server) StoreErrorNow() error { return s.storeError(true) }
+
+func (s *Server) storeError(fresh bool) error {
 	s.watch.mu.Lock()
 	cause, at := s.watch.cause, s.watch.at
 	s.watch.mu.Unlock()
@@ -124,7 +130,7 @@ func (s *Server) StoreError() error {
 	// The server does not log every write that fails for want of space
 	// (an atomic batch's staged messages come back "incomplete"): a disk
 	// with almost nothing free counts as full.
-	if free, ok := s.watch.free(s.opts.StoreDir); ok && free < storeLowSpace {
+	if free, ok := s.watch.free(s.opts.StoreDir, fresh); ok && free < storeLowSpace {
 		return fmt.Errorf("%w: no space left on device (%d bytes free); free space in %s (writes resume by themselves once there is room)",
 			ErrStoreBroken, free, s.opts.StoreDir)
 	}
@@ -135,11 +141,11 @@ func (s *Server) StoreError() error {
 const storeLowSpace = 1 << 20
 
 // free is the free space of dir's file system, looked at no more often
-// than every 200 ms (readiness asks at every request).
-func (w *storeWatch) free(dir string) (uint64, bool) {
+// than every 200 ms unless fresh (readiness asks at every request).
+func (w *storeWatch) free(dir string, fresh bool) (uint64, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if time.Since(w.freeAt) > 200*time.Millisecond {
+	if fresh || time.Since(w.freeAt) > 200*time.Millisecond {
 		w.freeAt = time.Now()
 		w.freeBytes, w.freeOK = freeSpace(dir)
 	}

@@ -155,7 +155,12 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 		cfg.Logger.Info("embedded nats started", "store", cfg.DataDir, "url", a.srv.ClientURL(), "sync_always", cfg.SyncAlways, "credentials", a.srv.Creds().Dir())
 		// A failed append names the store's trouble (a full disk).
-		cfg.Log.StoreError = a.srv.StoreError
+		cfg.Log.StoreError = func(fresh bool) error {
+			if fresh {
+				return a.srv.StoreErrorNow()
+			}
+			return a.srv.StoreError()
+		}
 	}
 	var blobs *events.Blobs
 	if a.log, blobs, err = openLog(ctx, a.nc, cfg.Log, cfg.Logger); err != nil {
