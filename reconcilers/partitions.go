@@ -225,9 +225,11 @@ func (ps *partitions) balance(ctx context.Context, members Members) {
 				}()
 			}
 		}
+		// Wait for the lease to end while it holds, for a new one (looked
+		// for now and then) while it does not.
 		var wait <-chan time.Time
 		if !leased {
-			wait = relook.C
+			wait, lost = relook.C, nil
 		}
 		select {
 		case <-ctx.Done():
