@@ -128,12 +128,14 @@ func (l *Log) Join(ctx context.Context, instance string, opts MemberOptions) (*M
 		m.uncertain[p] = true
 	}
 	if err := m.beat(ctx); err != nil {
+		m.leaseTimer.Stop()
 		return nil, err
 	}
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	updates, err := l.watchMembers(wctx, opts)
 	if err != nil {
 		stop()
+		m.leaseTimer.Stop()
 		return nil, err
 	}
 	// Take in the instances announced before us first: claiming with a
@@ -145,6 +147,7 @@ func (l *Log) Join(ctx context.Context, instance string, opts MemberOptions) (*M
 			initial = u.pending > 0
 		case <-ctx.Done():
 			stop()
+			m.leaseTimer.Stop()
 			return nil, fmt.Errorf("members: watch: %w", ctx.Err())
 		}
 	}
