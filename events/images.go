@@ -234,15 +234,21 @@ func (im *Images) List(ctx context.Context) ([]Image, error) {
 }
 
 // Remove deletes tag ref, and the module it names when no other tag links
-// to it. inUse reports whether a pod uses a ref or digest; Remove refuses
-// (ErrImageInUse) when it does.
-func (im *Images) Remove(ctx context.Context, ref string, inUse func(ref, digest string) bool) error {
+// to it. inUse names the pods that use a ref or digest; Remove refuses
+// (ErrImageInUse, naming them) when there are any.
+func (im *Images) Remove(ctx context.Context, ref string, inUse func(ref, digest string) []string) error {
 	digest, _, err := im.Resolve(ctx, ref)
 	if err != nil {
 		return err
 	}
-	if inUse != nil && inUse(ref, digest) {
-		return fmt.Errorf("remove %s: %w: delete the pods that use it first", ref, ErrImageInUse)
+	if inUse != nil {
+		if pods := inUse(ref, digest); len(pods) > 0 {
+			named := pods
+			if len(named) > 10 {
+				named = append(slices.Clone(named[:10]), fmt.Sprintf("and %d more", len(pods)-10))
+			}
+			return fmt.Errorf("remove %s: %w by pod %s: delete them first", ref, ErrImageInUse, strings.Join(named, ", "))
+		}
 	}
 	if _, tag, _, _ := ParseImageRef(ref); tag != "" {
 		if err := im.os.Delete(ctx, tagName(ref)); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // Logs stream bounds: per container at most LogsPerContainer messages of
@@ -179,19 +180,49 @@ func (s *NodeStore) WatchHeartbeats(ctx context.Context, fn func(Heartbeat)) err
 }
 
 // ServeNodeStatus answers agents' status requests (NodeStatusSubject of
-// every node) until ctx ends, one instance of a queue group per request:
-// fn gets the node named by the subject and the request, and its answer
-// (or error) is the reply.
-func (s *NodeStore) ServeNodeStatus(ctx context.Context, fn func(node string, data []byte) ([]byte, error)) error {
+// every node) until ctx ends, one instance of a queue group per request.
+// A request carries a batch of reports (ReportStatuses); fn gets the node
+// named by the subject and the reports, in order, and returns one error
+// per report (nil: recorded; wrapping ErrReportRefused: never to be sent
+// again; any other: worth sending again).
+func (s *NodeStore) ServeNodeStatus(ctx context.Context, fn func(node string, reports [][]byte) []error) error {
 	sub, err := s.nc.QueueSubscribe(NodePrefix+".*.status", "jp-node-status", func(m *nats.Msg) {
 		tok := strings.Split(m.Subject, ".")
 		node, err := UnescapeToken(tok[2])
-		var reply []byte
-		if err == nil {
-			reply, err = fn(node, m.Data)
+		batch := m.Header.Get(hdrReports) != ""
+		var reports [][]byte
+		switch {
+		case err != nil:
+		case batch:
+			reports, err = decodeReports(m.Data)
+		default: // one report, as agents before batching sent them
+			reports = [][]byte{m.Data}
 		}
 		if err != nil {
-			reply = []byte("error: " + err.Error())
+			_ = m.Respond([]byte("error: " + err.Error()))
+			return
+		}
+		errs := fn(node, reports)
+		if !batch {
+			reply := []byte("ok")
+			if errs[0] != nil {
+				reply = []byte("error: " + errs[0].Error())
+			}
+			_ = m.Respond(reply)
+			return
+		}
+		var reply []byte
+		for _, err := range errs {
+			var msg string
+			switch {
+			case err == nil:
+			case errors.Is(err, ErrReportRefused):
+				msg = replyRefused + err.Error()
+			default:
+				msg = replyRetry + err.Error()
+			}
+			reply = protowire.AppendTag(reply, 1, protowire.BytesType)
+			reply = protowire.AppendString(reply, msg)
 		}
 		_ = m.Respond(reply)
 	})
@@ -201,6 +232,33 @@ func (s *NodeStore) ServeNodeStatus(ctx context.Context, fn func(node string, da
 	<-ctx.Done()
 	_ = sub.Unsubscribe()
 	return ctx.Err()
+}
+
+// A batch of status reports is a protobuf message of one repeated bytes
+// field (1), each an encoded schemas.Event; its reply, one repeated string
+// field (1), one per report: empty when recorded, else replyRefused or
+// replyRetry and why. Requests carry the header hdrReports.
+const (
+	hdrReports   = "Jp-Reports"
+	replyRefused = "refused: "
+	replyRetry   = "retry: "
+)
+
+func decodeReports(b []byte) ([][]byte, error) {
+	var out [][]byte
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || num != 1 || typ != protowire.BytesType {
+			return nil, errors.New("undecodable batch of reports")
+		}
+		b = b[n:]
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return nil, errors.New("undecodable batch of reports")
+		}
+		out, b = append(out, v), b[n:]
+	}
+	return out, nil
 }
 
 // LogLine is one chunk of a container's output.
@@ -286,8 +344,9 @@ func (s *NodeStore) ReadLogs(ctx context.Context, q LogQuery, fn func(LogLine) e
 	}
 }
 
-// ErrReportRefused means an instance answered a status report with a
-// refusal (the pod is gone, or not bound to the node).
+// ErrReportRefused means an instance refused a status report for good
+// (the pod is gone, or not bound to the node); an instance's handler wraps
+// it to say so.
 var ErrReportRefused = errors.New("refused")
 
 // NodeConn is a node agent's connection: it uses only the names of
@@ -375,17 +434,38 @@ func (c *NodeConn) WatchWork(ctx context.Context, fn func(namespace, name string
 	}
 }
 
-// ReportStatus sends a pod status report and returns the instance's
-// answer (an error when it refused the report).
-func (c *NodeConn) ReportStatus(ctx context.Context, data []byte) error {
-	m, err := c.nc.RequestWithContext(ctx, NodeStatusSubject(c.node), data)
+// ReportStatuses sends a batch of pod status reports (each an encoded
+// schemas.Event) in one request and returns the instance's answer to each:
+// nil when recorded, an error wrapping ErrReportRefused when it will never
+// be (the pod is gone, or bound elsewhere), another error when it is worth
+// sending again. err is set, and errs nil, when no answer came at all.
+func (c *NodeConn) ReportStatuses(ctx context.Context, reports [][]byte) (errs []error, err error) {
+	m := nats.NewMsg(NodeStatusSubject(c.node))
+	m.Header.Set(hdrReports, "1")
+	for _, r := range reports {
+		m.Data = protowire.AppendTag(m.Data, 1, protowire.BytesType)
+		m.Data = protowire.AppendBytes(m.Data, r)
+	}
+	resp, err := c.nc.RequestMsgWithContext(ctx, m)
 	if err != nil {
-		return fmt.Errorf("report status: %w", err)
+		return nil, fmt.Errorf("report status: %w", err)
 	}
-	if msg, ok := bytes.CutPrefix(m.Data, []byte("error: ")); ok {
-		return fmt.Errorf("report status: %w: %s", ErrReportRefused, msg)
+	if msg, ok := bytes.CutPrefix(resp.Data, []byte("error: ")); ok {
+		return nil, fmt.Errorf("report status: %s", msg)
 	}
-	return nil
+	answers, err := decodeReports(resp.Data)
+	if err != nil || len(answers) != len(reports) {
+		return nil, fmt.Errorf("report status: an answer of %d parts to %d reports (%v)", len(answers), len(reports), err)
+	}
+	errs = make([]error, len(reports))
+	for i, a := range answers {
+		if msg, ok := bytes.CutPrefix(a, []byte(replyRefused)); ok {
+			errs[i] = fmt.Errorf("report status: %w: %s", ErrReportRefused, msg)
+		} else if len(a) > 0 {
+			errs[i] = fmt.Errorf("report status: %s", bytes.TrimPrefix(a, []byte(replyRetry)))
+		}
+	}
+	return errs, nil
 }
 
 // PublishLog sends one chunk of a container's output (at most

@@ -52,8 +52,13 @@ func TestImagesAreStoredOncePerDigest(t *testing.T) {
 		t.Fatalf("fetch: %v (%d bytes)", err, got.Len())
 	}
 	// In use: refused, nothing removed.
-	err = im.Remove(ctx, "hello:v1", func(ref, digest string) bool { return ref == "hello:v1" })
-	if !errors.Is(err, events.ErrImageInUse) {
+	err = im.Remove(ctx, "hello:v1", func(ref, digest string) []string {
+		if ref == "hello:v1" {
+			return []string{"default/a"}
+		}
+		return nil
+	})
+	if !errors.Is(err, events.ErrImageInUse) || !strings.Contains(err.Error(), "image in use by pod default/a") {
 		t.Fatalf("remove in use: %v", err)
 	}
 	if err := im.Remove(ctx, "hello:v1", nil); err != nil {

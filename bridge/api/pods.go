@@ -20,8 +20,9 @@ import (
 type Pods interface {
 	Images() *events.Images
 	ReadLogs(ctx context.Context, q events.LogQuery, fn func(events.LogLine) error) error
-	// ImageInUse reports whether a pod uses the image ref (or its digest).
-	ImageInUse(ref, digest string) bool
+	// ImageInUse names the pods (namespace/name) that use the image ref
+	// (or its digest).
+	ImageInUse(ref, digest string) []string
 	// MaxImageBytes bounds a push.
 	MaxImageBytes() int64
 }

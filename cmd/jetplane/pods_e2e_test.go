@@ -92,6 +92,9 @@ func TestPodsWalk(t *testing.T) {
 	if tail := run(t, bin, s, "logs", "hello", "--tail", "1"); tail != "hello, jetplane (3/3)\n" {
 		t.Fatalf("logs --tail 1: %q", tail)
 	}
+	if one := run(t, bin, s, "logs", "hello", "-c", "hello", "--since", "1h"); one != logs {
+		t.Fatalf("logs -c hello --since 1h: %q", one)
+	}
 	hist := run(t, bin, s, "history", "Pod/default/hello", "-o", "json")
 	var phases []string
 	for _, m := range regexp.MustCompile(`"phase":\s*"(\w+)"`).FindAllStringSubmatch(hist, -1) {
@@ -107,7 +110,7 @@ func TestPodsWalk(t *testing.T) {
 	if next != len(want) {
 		t.Fatalf("history lacks %v in order; phases %v", want[next:], phases)
 	}
-	if out, err := runErr(bin, s, "image", "rm", "hello:v1"); err == nil || !strings.Contains(out, "in use") {
+	if out, err := runErr(bin, s, "image", "rm", "hello:v1"); err == nil || !strings.Contains(out, "in use by pod default/hello") {
 		t.Fatalf("image rm of an image in use: %v\n%s", err, out)
 	}
 
@@ -116,7 +119,7 @@ func TestPodsWalk(t *testing.T) {
 	if out, err := exec.Command(bin, "creds", "create", "--data", data, "--role", "node", "edge", "-o", creds).CombinedOutput(); err != nil {
 		t.Fatalf("creds create: %v\n%s", err, out)
 	}
-	node := exec.Command(bin, "node", "--name", "edge", "--labels", "zone=b", "--nats-url", fmt.Sprintf("nats://127.0.0.1:%d", natsPort),
+	node := exec.Command(bin, "node", "--name", "edge", "--labels", "zone=b", "--taints", "dedicated=edge:NoSchedule", "--nats-url", fmt.Sprintf("nats://127.0.0.1:%d", natsPort),
 		"--nats-creds", creds, "--heartbeat", "200ms", "--dir", t.TempDir())
 	var nodeLog bytes.Buffer
 	node.Stdout, node.Stderr = &nodeLog, &nodeLog
@@ -130,7 +133,8 @@ func TestPodsWalk(t *testing.T) {
 		}
 	})
 	waitFor(t, "Node edge Ready", 60*time.Second, func() bool { return phaseOf(t, bin, s, "Node", "edge").Status.Phase == "Ready" })
-	if out := run(t, bin, s, "get", "Node", "edge", "-o", "yaml"); !strings.Contains(out, "zone: b") || !strings.Contains(out, "capacity") {
+	if out := run(t, bin, s, "get", "Node", "edge", "-o", "yaml"); !strings.Contains(out, "zone: b") || !strings.Contains(out, "capacity") ||
+		!strings.Contains(out, "key: dedicated") || !strings.Contains(out, "effect: NoSchedule") {
 		t.Fatalf("Node edge:\n%s", out)
 	}
 	pod, err := os.ReadFile("../../deploy/examples/wasm/pod.yaml")

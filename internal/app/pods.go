@@ -146,10 +146,10 @@ func (a *App) runPods(ctx context.Context) <-chan struct{} {
 	n := 2
 	fin := make(chan struct{}, 4)
 	go func() {
-		_ = a.pods.nodes.ServeNodeStatus(ctx, func(node string, data []byte) ([]byte, error) {
+		_ = a.pods.nodes.ServeNodeStatus(ctx, func(node string, reports [][]byte) []error {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			return a.pods.status.Handle(rctx, node, data)
+			return a.pods.status.HandleBatch(rctx, node, reports)
 		})
 		fin <- struct{}{}
 	}()
@@ -201,25 +201,33 @@ func (p *pods) ReadLogs(ctx context.Context, q events.LogQuery, fn func(events.L
 // MaxImageBytes bounds a push (api.Pods).
 func (p *pods) MaxImageBytes() int64 { return p.maxImage }
 
-// ImageInUse reports whether a pod names the image or runs its module
-// (api.Pods).
-func (p *pods) ImageInUse(ref, digest string) bool {
+// ImageInUse names the pods (namespace/name) that name the image or run
+// its module (api.Pods).
+func (p *pods) ImageInUse(ref, digest string) []string {
 	all, _ := p.store.List(projections.Query{Kind: podspec.KindPod})
+	var out []string
 	for _, o := range all {
-		for _, c := range o.GetSpec().GetFields()["containers"].GetListValue().GetValues() {
-			img := c.GetStructValue().GetFields()["image"].GetStringValue()
-			if img == ref || strings.HasSuffix(img, "@"+digest) {
-				return true
-			}
+		if podUses(o, ref, digest) {
+			out = append(out, o.GetMetadata().GetNamespace()+"/"+o.GetMetadata().GetName())
 		}
-		ps, err := pod.PodStatus(o.GetStatus())
-		if err != nil {
-			continue
+	}
+	return out
+}
+
+func podUses(o *schemas.Object, ref, digest string) bool {
+	for _, c := range o.GetSpec().GetFields()["containers"].GetListValue().GetValues() {
+		img := c.GetStructValue().GetFields()["image"].GetStringValue()
+		if img == ref || strings.HasSuffix(img, "@"+digest) {
+			return true
 		}
-		for _, cs := range ps.ContainerStatuses {
-			if cs.ImageID == digest {
-				return true
-			}
+	}
+	ps, err := pod.PodStatus(o.GetStatus())
+	if err != nil {
+		return false
+	}
+	for _, cs := range ps.ContainerStatuses {
+		if cs.ImageID == digest {
+			return true
 		}
 	}
 	return false

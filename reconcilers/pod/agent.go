@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -144,6 +145,8 @@ type Agent struct {
 	cfg  AgentConfig
 	host *wasmHost
 
+	reports *reporter
+
 	mu     sync.Mutex
 	pods   map[string]*podRunner // namespace/name
 	pulls  map[string]*sync.Mutex
@@ -154,6 +157,9 @@ type podRunner struct {
 	uid    string
 	cancel context.CancelFunc // deletion
 	done   chan struct{}
+	// deleted is when the agent learnt of the pod's deletion (UnixNano; 0
+	// while it is not deleted).
+	deleted atomic.Int64
 	// silent: the pod's work item is gone (the pod finalized); whatever
 	// the machine still enters is not reported.
 	silent atomic.Bool
@@ -176,7 +182,9 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{cfg: cfg, host: host, pods: map[string]*podRunner{}, pulls: map[string]*sync.Mutex{}}, nil
+	a := &Agent{cfg: cfg, host: host, pods: map[string]*podRunner{}, pulls: map[string]*sync.Mutex{}}
+	a.reports = &reporter{a: a, wake: make(chan struct{}, 1)}
+	return a, nil
 }
 
 // Start runs until ctx ends: heartbeats, and the pods of the node's work.
@@ -201,6 +209,12 @@ func (a *Agent) Start(ctx context.Context) error {
 	if err := a.beat(ctx); err != nil {
 		return err
 	}
+	reporting := make(chan struct{})
+	go func() {
+		defer close(reporting)
+		a.reports.run(ctx)
+	}()
+	defer func() { <-reporting }()
 	go func() {
 		t := time.NewTicker(a.cfg.Heartbeat)
 		defer t.Stop()
@@ -273,6 +287,7 @@ func (a *Agent) work(ctx context.Context, ns, name string, data []byte, removed 
 	}
 	if cur != nil && cur.uid == w.UID {
 		if w.Deleted {
+			cur.deleted.CompareAndSwap(0, time.Now().UnixNano())
 			cur.cancel()
 		}
 		return
@@ -290,6 +305,7 @@ func (a *Agent) work(ctx context.Context, ns, name string, data []byte, removed 
 		return
 	}
 	if w.Deleted {
+		r.deleted.Store(time.Now().UnixNano())
 		cancel()
 	}
 	go a.run(pctx, ctx, r, w)
@@ -298,61 +314,151 @@ func (a *Agent) work(ctx context.Context, ns, name string, data []byte, removed 
 // run drives one pod's machine to its end. pctx ends on deletion; ctx
 // when the agent stops, which silences reports.
 func (a *Agent) run(pctx, ctx context.Context, r *podRunner, w *podspec.Work) {
-	// Reports go out in order from their own goroutine: the machine does
-	// not wait for the log between states (a pod reaches Running sooner),
-	// and it waits only when 64 reports are pending.
-	reports := make(chan *schemas.Status, 64)
-	sent := make(chan struct{})
-	go func() {
-		defer close(sent)
-		for st := range reports {
-			a.report(ctx, w, st)
-		}
-	}()
-	defer func() {
-		close(reports)
-		<-sent
-		close(r.done)
-	}()
+	defer close(r.done)
 	run := NewRun(&nodeEnv{a: a}, w)
+	// Reports are queued, not waited for: the machine does not wait for
+	// the log between states (a pod reaches Running sooner), and the
+	// agent's reporter sends what is queued together.
 	sm.Run(pctx, run, Start(), func(s sm.State[*Run]) {
 		if ctx.Err() != nil || r.silent.Load() {
 			return
 		}
-		reports <- Entered(s, run)
+		if _, ok := s.(Terminated); ok {
+			if at := r.deleted.Load(); at != 0 {
+				// How long stopping took, modules included: the issue's
+				// "within 1 s", observable in every agent's log.
+				a.cfg.Logger.Info("pod stopped: deletion requested", "pod", w.Namespace+"/"+w.Name, "took", time.Since(time.Unix(0, at)))
+			}
+		}
+		a.reports.add(r, w, Entered(s, run))
 	})
 }
 
-// report sends one status to the instances, retrying while none answers.
-func (a *Agent) report(ctx context.Context, w *podspec.Work, st *schemas.Status) {
+// report is one status to send.
+type report struct {
+	r    *podRunner
+	pod  string // namespace/name
+	data []byte // the encoded event
+}
+
+// reporter sends the agent's status reports, in the order the pods
+// entered their states, every report queued while a request is in flight
+// going in the next one: under load a request carries many pods' states,
+// and an instance records them together (StatusService.HandleBatch). A
+// report not recorded is sent again, with its pod's later ones behind it,
+// after a backoff growing to reportBackoffMax, for as long as the agent
+// runs: a node never stops telling what its pods do. Only a refusal (the
+// pod is gone or bound elsewhere) or the pod's work item going away
+// (it was finalized) drops a report.
+type reporter struct {
+	a    *Agent
+	mu   sync.Mutex
+	q    []report
+	wake chan struct{}
+}
+
+// Report batching bounds: at most maxReports per request; a failed
+// request is sent again after reportBackoffMin, doubling to
+// reportBackoffMax.
+const (
+	maxReports       = 256
+	reportBackoffMin = 100 * time.Millisecond
+	reportBackoffMax = 5 * time.Second
+	reportTimeout    = 10 * time.Second
+)
+
+func (rp *reporter) add(r *podRunner, w *podspec.Work, st *schemas.Status) {
 	ev := &schemas.Event{
 		Key:    &schemas.ObjectKey{Kind: podspec.KindPod, Namespace: w.Namespace, Name: w.Name},
 		Object: &schemas.Object{Metadata: &schemas.ObjectMeta{Uid: w.UID}, Status: st},
 	}
 	data, err := proto.Marshal(ev)
 	if err != nil {
-		a.cfg.Logger.Error("encode status", "err", err)
+		rp.a.cfg.Logger.Error("encode status", "err", err)
 		return
 	}
-	for attempt := 1; attempt <= 5; attempt++ {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err = a.cfg.Conn.ReportStatus(rctx, data)
-		cancel()
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		if errors.Is(err, events.ErrReportRefused) {
-			// The pod is gone or bound elsewhere: saying it again will not help.
-			a.cfg.Logger.Debug("pod status refused", "pod", w.Namespace+"/"+w.Name, "err", err)
-			return
-		}
+	rp.mu.Lock()
+	rp.q = append(rp.q, report{r: r, pod: w.Namespace + "/" + w.Name, data: data})
+	rp.mu.Unlock()
+	select {
+	case rp.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run sends reports until ctx ends.
+func (rp *reporter) run(ctx context.Context) {
+	backoff := time.Duration(0)
+	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+		case <-rp.wake:
+		}
+		for {
+			rp.mu.Lock()
+			// Reports of finalized pods are no longer wanted.
+			q := rp.q[:0]
+			for _, rep := range rp.q {
+				if !rep.r.silent.Load() {
+					q = append(q, rep)
+				}
+			}
+			rp.q = q
+			n := min(len(rp.q), maxReports)
+			batch := slices.Clone(rp.q[:n])
+			rp.mu.Unlock()
+			if n == 0 {
+				break
+			}
+			retry := rp.send(ctx, batch)
+			rp.mu.Lock()
+			rp.q = append(retry, rp.q[n:]...)
+			rp.mu.Unlock()
+			if ctx.Err() != nil {
+				return
+			}
+			if len(retry) == 0 {
+				backoff = 0
+				continue
+			}
+			backoff = min(max(2*backoff, reportBackoffMin), reportBackoffMax)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
 		}
 	}
-	a.cfg.Logger.Warn("pod status not recorded", "pod", w.Namespace+"/"+w.Name, "phase", st.GetPhase(), "err", err)
+}
+
+// send sends batch and returns the reports to send again, in order.
+func (rp *reporter) send(ctx context.Context, batch []report) (retry []report) {
+	data := make([][]byte, len(batch))
+	for i, rep := range batch {
+		data[i] = rep.data
+	}
+	rctx, cancel := context.WithTimeout(ctx, reportTimeout)
+	errs, err := rp.a.cfg.Conn.ReportStatuses(rctx, data)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			rp.a.cfg.Logger.Warn("pod statuses not recorded; sending again", "reports", len(batch), "err", err)
+		}
+		return batch
+	}
+	for i, err := range errs {
+		switch {
+		case err == nil:
+		case errors.Is(err, events.ErrReportRefused):
+			// The pod is gone or bound elsewhere: saying it again will not help.
+			rp.a.cfg.Logger.Debug("pod status refused", "pod", batch[i].pod, "err", err)
+		default:
+			rp.a.cfg.Logger.Warn("pod status not recorded; sending again", "pod", batch[i].pod, "err", err)
+			retry = append(retry, batch[i])
+		}
+	}
+	return retry
 }
 
 // nodeEnv is a pod's world on this node.
@@ -465,20 +571,60 @@ func (e *nodeEnv) Start(ctx context.Context, w *podspec.Work, c *corev1.Containe
 		}
 	}
 	conn := e.a.cfg.Conn
-	s.stdout = &logWriter{conn: conn, ns: w.Namespace, pod: w.Name, c: c.Name, stream: "stdout", restart: restart}
-	s.stderr = &logWriter{conn: conn, ns: w.Namespace, pod: w.Name, c: c.Name, stream: "stderr", restart: restart}
+	stdout := &logWriter{conn: conn, ns: w.Namespace, pod: w.Name, c: c.Name, stream: "stdout", restart: restart}
+	stderr := &logWriter{conn: conn, ns: w.Namespace, pod: w.Name, c: c.Name, stream: "stderr", restart: restart}
+	s.stdout, s.stderr = stdout, stderr
+	s.exited = func() { stdout.Flush(); stderr.Flush() }
 	return e.a.host.start(ctx, rt, mod, s), nil
 }
 
-// logWriter publishes a container's output as it is written.
+// logFlushDelay is how long a container's output may wait to be
+// published with what it writes next.
+const logFlushDelay = 20 * time.Millisecond
+
+// logWriter publishes a container's output: what is written within
+// logFlushDelay (up to a chunk, events.LogChunkBytes) goes as one message,
+// so a module printing line by line costs the logs stream a message per
+// chunk, not per line. Flush publishes the rest; the host calls it when
+// the module has exited, before its exit is reported.
 type logWriter struct {
 	conn               *events.NodeConn
 	ns, pod, c, stream string
 	restart            int
+
+	mu    sync.Mutex
+	buf   []byte
+	timer *time.Timer
 }
 
 func (l *logWriter) Write(p []byte) (int, error) {
-	// A module must not stop because its logs cannot be sent.
-	_ = l.conn.PublishLog(l.ns, l.pod, l.c, l.stream, l.restart, append([]byte(nil), p...))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	if len(l.buf) >= events.LogChunkBytes {
+		l.flushLocked()
+	} else if l.timer == nil {
+		l.timer = time.AfterFunc(logFlushDelay, l.Flush)
+	}
 	return len(p), nil
+}
+
+// Flush publishes what is buffered.
+func (l *logWriter) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.flushLocked()
+}
+
+func (l *logWriter) flushLocked() {
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+	if len(l.buf) == 0 {
+		return
+	}
+	// A module must not stop because its logs cannot be sent.
+	_ = l.conn.PublishLog(l.ns, l.pod, l.c, l.stream, l.restart, l.buf)
+	l.buf = nil
 }

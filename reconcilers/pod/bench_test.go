@@ -1,9 +1,14 @@
 package pod_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -13,8 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/events/auth"
 	"github.com/jetplane/jetplane/internal/app"
 	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/reconcilers/pod"
+	"github.com/jetplane/jetplane/schemas"
 )
 
 // phaseWatch records, per pod name, when the projection first showed it
@@ -65,8 +74,8 @@ func (w *phaseWatch) await(tb testing.TB, name string) time.Time {
 	w.mu.Unlock()
 	select {
 	case <-c:
-	case <-time.After(60 * time.Second):
-		tb.Fatalf("%s not seen in 60s", name)
+	case <-time.After(10 * time.Minute):
+		tb.Fatalf("%s not seen in 10 minutes", name)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -139,25 +148,12 @@ func BenchmarkPodStartRate(b *testing.B) {
 		}
 		return start
 	}
+	w := watchPhase(b, c, "Completed")
 	b.ResetTimer()
 	cpu0 := cpuTime()
 	start := apply(func(i int) string { return podYAML(fmt.Sprintf("r%d", i), "n1", "Never", "workload:v1", "hello") })
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
-		done := 0
-		pods, _ := c.app.Store().List(projections.Query{Kind: "Pod", Namespace: "default"})
-		for _, p := range pods {
-			if strings.HasPrefix(p.GetMetadata().GetName(), "r") && p.GetStatus().GetPhase() == "Completed" {
-				done++
-			}
-		}
-		if done == b.N {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d pods completed in 10 minutes", done, b.N)
-		}
-		time.Sleep(10 * time.Millisecond)
+	for i := range b.N {
+		w.await(b, fmt.Sprintf("r%d", i))
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
@@ -219,4 +215,113 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// agentProcessEnv makes the test binary a node agent process (for
+// BenchmarkAgentProcess): "NATS-URL CREDS-FILE NODE DIR COMPILE-CACHE".
+const agentProcessEnv = "JP_POD_BENCH_AGENT"
+
+func runAgentProcess() {
+	f := strings.Fields(os.Getenv(agentProcessEnv))
+	nc, err := events.Connect(events.ConnectOptions{URLs: f[0], CredsFile: f[1], Name: "node " + f[2]})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	conn, err := events.OpenNode(ctx, nc, f[2])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ag, err := pod.NewAgent(pod.AgentConfig{Node: f[2], Conn: conn, Dir: f[3], CompileCache: f[4],
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	_ = ag.Start(ctx)
+	os.Exit(0)
+}
+
+// processCPU is a process's user and system CPU time so far, from /proc.
+func processCPU(tb testing.TB, pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// Fields after the command name (which is in parentheses): state is
+	// the 3rd field of the whole line, utime and stime the 14th and 15th.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	var ut, st int64
+	fmt.Sscan(f[11], &ut)
+	fmt.Sscan(f[12], &st)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
+// BenchmarkAgentProcess: the node agent in its own process (as `jetplane
+// node` runs, with a node credential, over TCP), the rest of jetplane in
+// this one; b.N bound pods applied in applies of 100 until all ran, as in
+// BenchmarkPodStartRate. agent-cpu-ms/pod is the agent process's CPU per
+// pod: what one node agent needs per start, whatever the control plane
+// costs; 2000 / it is the starts/s an agent could sustain on two cores of
+// its own.
+func BenchmarkAgentProcess(b *testing.B) {
+	if runtime.GOOS != "linux" {
+		b.Skip("reads /proc")
+	}
+	c := benchCluster(b)
+	creds, err := c.app.Creds().Create(auth.RoleNode, "n7")
+	if err != nil {
+		b.Fatal(err)
+	}
+	credsFile := filepath.Join(b.TempDir(), "n7.creds")
+	if err := os.WriteFile(credsFile, creds, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); !c.app.Creds().Loaded(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("the node credential was not loaded in a minute")
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), agentProcessEnv+"="+strings.Join([]string{c.app.NATSURL(), credsFile, "n7", b.TempDir(), compileCache}, " "))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	c.wait(projections.Key{Kind: "Node", Name: "n7"}, "Ready", 2*time.Minute, func(o *schemas.Object) bool { return o.GetStatus().GetPhase() == "Ready" })
+	c.apply(podYAML("warm7", "n7", "Never", "workload:v1", "hello"))
+	c.waitPhase(podKey("default", "warm7"), "Completed")
+	w := watchPhase(b, c, "Completed")
+	ctx := context.Background()
+	b.ResetTimer()
+	agent0, cpu0 := processCPU(b, cmd.Process.Pid), cpuTime()
+	start := time.Now()
+	for i := 0; i < b.N; i += 100 {
+		var batch strings.Builder
+		for j := i; j < min(i+100, b.N); j++ {
+			batch.WriteString("---\n" + podYAML(fmt.Sprintf("a%d", j), "n7", "Never", "workload:v1", "hello"))
+		}
+		if _, err := c.client.Apply(ctx, "bench", []byte(batch.String()), ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range b.N {
+		w.await(b, fmt.Sprintf("a%d", i))
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "pods/s")
+	b.ReportMetric(float64((processCPU(b, cmd.Process.Pid)-agent0).Microseconds())/1000/float64(b.N), "agent-cpu-ms/pod")
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(b.N), "control-plane-cpu-ms/pod")
 }

@@ -2,6 +2,7 @@ package pod_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/events"
@@ -32,6 +35,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(agentProcessEnv) != "" {
+		runAgentProcess() // BenchmarkAgentProcess's child
+		return
+	}
 	dir, err := os.MkdirTemp("", "jetplane-pod-test-")
 	if err != nil {
 		panic(err)
@@ -369,22 +376,52 @@ func TestCrashLoopBacksOff10s20s40s(t *testing.T) {
 }
 
 func TestDeletingAnInfiniteLoopTerminatesIt(t *testing.T) {
-	c := startCluster(t, nil)
+	logs := &logRecorder{}
+	c := startCluster(t, func(cfg *app.Config) { cfg.Pods.Agent.Logger = slog.New(logs) })
 	c.push("workload:v1", workload(t))
 	c.apply(podYAML("spin", "n1", "Always", "workload:v1", "spin"))
 	k := podKey("default", "spin")
 	c.waitPhase(k, "Running")
-	start := time.Now()
 	if _, err := c.client.Delete(context.Background(), api.Key{Kind: "Pod", Namespace: "default", Name: "spin"}); err != nil {
 		t.Fatal(err)
 	}
 	c.wait(k, "gone", 2*time.Minute, func(o *schemas.Object) bool { return o == nil })
-	evs := c.statusEvents(k)
-	last := evs[len(evs)-1].GetObject().GetStatus()
-	if last.GetPhase() != "Terminated" {
-		t.Fatalf("last state %s", last.GetPhase())
+	evs, err := c.app.Log().History(context.Background(), k.Proto())
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("delete to Terminated and gone: %s", time.Since(start))
+	var deleted, terminated time.Time
+	for _, ev := range evs {
+		switch {
+		case ev.Type == schemas.EventType_EVENT_TYPE_DELETE_REQUESTED:
+			deleted = ev.Time.AsTime()
+		case ev.Type == schemas.EventType_EVENT_TYPE_STATUS_CHANGED && strings.HasPrefix(ev.Actor, "node/"):
+			terminated = ev.Time.AsTime()
+			if ph := ev.GetObject().GetStatus().GetPhase(); ph != "Terminated" {
+				terminated = time.Time{}
+			}
+		}
+	}
+	if deleted.IsZero() || terminated.IsZero() {
+		t.Fatalf("history has no deletion (%v) or no Terminated last (%v)", deleted, terminated)
+	}
+	// The issue's bound, twice: from the deletion in the log to Terminated
+	// in the log (the instances' hops included; milliseconds on an idle
+	// machine), and from the agent learning of the deletion to the
+	// spinning module stopped through its context and the pod Terminated
+	// (measured by the agent, which says so in its log).
+	if d := terminated.Sub(deleted); d > time.Second {
+		t.Fatalf("deletion to Terminated in the log took %s, more than 1 s", d)
+	}
+	stopped := logs.find("pod stopped: deletion requested")
+	if len(stopped) != 1 || attr(stopped[0], "pod").String() != "default/spin" {
+		t.Fatalf("the agent logged %d stops", len(stopped))
+	}
+	if took := attr(stopped[0], "took").Duration(); took > time.Second {
+		t.Fatalf("stopping the module took %s, more than 1 s", took)
+	} else {
+		t.Logf("agent: deletion seen to Terminated %s; log: deletion to Terminated recorded %s", took, terminated.Sub(deleted))
+	}
 }
 
 func TestMissingImageRunsOncePushed(t *testing.T) {
@@ -598,5 +635,193 @@ func TestTheSchedulerPlacesAnUnboundPod(t *testing.T) {
 	o := c.waitPhase(podKey("default", "free"), "Completed")
 	if n := o.GetSpec().GetFields()["nodeName"].GetStringValue(); n != "n1" {
 		t.Fatalf("placed on %q", n)
+	}
+}
+
+// Removing an image a pod uses is refused over HTTP with 409 Conflict,
+// naming the pods; once they are gone it is removed.
+func TestAnImageInUseIsNotRemoved(t *testing.T) {
+	c := startCluster(t, nil)
+	c.push("workload:v1", workload(t))
+	c.apply(podYAML("server", "n1", "Never", "workload:v1", "idle"))
+	c.apply(podYAML("job", "n1", "Never", "workload:v1", "hello"))
+	c.waitPhase(podKey("default", "server"), "Running")
+	c.waitPhase(podKey("default", "job"), "Completed")
+	remove := func() (int, string) {
+		req, err := http.NewRequest(http.MethodDelete, c.app.URL()+"/v1/images?ref=workload:v1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	code, body := remove()
+	if code != http.StatusConflict || !strings.Contains(body, "image in use by pod default/job, default/server") {
+		t.Fatalf("remove in use: %d %s", code, body)
+	}
+	if _, _, err := c.app.Images().Resolve(context.Background(), "workload:v1"); err != nil {
+		t.Fatalf("the refused image is gone: %v", err)
+	}
+	for _, name := range []string{"server", "job"} {
+		if _, err := c.client.Delete(context.Background(), api.Key{Kind: "Pod", Namespace: "default", Name: name}); err != nil {
+			t.Fatal(err)
+		}
+		c.wait(podKey("default", name), "gone", 2*time.Minute, func(o *schemas.Object) bool { return o == nil })
+	}
+	if code, body := remove(); code != http.StatusNoContent {
+		t.Fatalf("remove unused: %d %s", code, body)
+	}
+	if _, _, err := c.app.Images().Resolve(context.Background(), "workload:v1"); !errors.Is(err, events.ErrNotFound) {
+		t.Fatalf("after removal: %v", err)
+	}
+}
+
+// trapModule is a WebAssembly module whose start function executes
+// `unreachable`: a trap, which no Go program compiles to on purpose.
+var trapModule = []byte{
+	0x00, 'a', 's', 'm', 0x01, 0x00, 0x00, 0x00,
+	0x01, 0x04, 0x01, 0x60, 0x00, 0x00, // type 0: () → ()
+	0x03, 0x02, 0x01, 0x00, // function 0 has type 0
+	0x07, 0x0a, 0x01, 0x06, '_', 's', 't', 'a', 'r', 't', 0x00, 0x00, // export _start
+	0x0a, 0x05, 0x01, 0x03, 0x00, 0x00, 0x0b, // code: unreachable
+}
+
+// A trap is Error with reason Trap and the trap in the message.
+func TestATrapIsAnErrorWithItsReason(t *testing.T) {
+	c := startCluster(t, nil)
+	c.push("trap:v1", trapModule)
+	c.apply(podYAML("trap", "n1", "Never", "trap:v1"))
+	o := c.waitPhase(podKey("default", "trap"), "Error")
+	ps, err := pod.PodStatus(o.GetStatus())
+	if err != nil {
+		t.Fatal(err)
+	}
+	term := ps.ContainerStatuses[0].State.Terminated
+	if ps.Reason != "Trap" || term == nil || term.Reason != "Trap" || !strings.Contains(term.Message, "unreachable") {
+		t.Fatalf("status %+v, terminated %+v", ps, term)
+	}
+}
+
+// Heartbeats go to the JP_NODES bucket, not the log: a Ready node that
+// keeps beating adds no event to its history.
+func TestHeartbeatsStayOutOfTheLog(t *testing.T) {
+	c := startCluster(t, nil) // n1 beats every second
+	k := projections.Key{Kind: "Node", Name: "n1"}
+	c.wait(k, "Ready", 2*time.Minute, func(o *schemas.Object) bool { return o.GetStatus().GetPhase() == "Ready" })
+	ctx := context.Background()
+	history := func() int {
+		evs, err := c.app.Log().History(ctx, k.Proto())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(evs)
+	}
+	before := history()
+	beats := map[time.Time]bool{}
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(beats) < 4 {
+		hb, err := c.app.NodeStore().Heartbeat(ctx, "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		beats[hb.Time] = true
+		if time.Now().After(deadline) {
+			t.Fatalf("%d heartbeats in 2 minutes", len(beats))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if after := history(); after != before {
+		t.Fatalf("the node's history grew from %d to %d events over %d heartbeats", before, after, len(beats))
+	}
+}
+
+// Pod output is stored in JP_LOGS under jp.logs.<namespace>.<pod>.<container>
+// (the node dropped), bounded as the README says.
+func TestLogsAreStoredPerContainerAndBounded(t *testing.T) {
+	c := startCluster(t, nil)
+	c.push("workload:v1", workload(t))
+	c.apply(podYAML("talk", "n1", "Never", "workload:v1", "hello"))
+	c.waitPhase(podKey("default", "talk"), "Completed")
+	ctx := context.Background()
+	js, err := jetstream.New(c.app.Log().Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, events.LogsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter("jp.logs.>"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Subjects["jp.logs.default.talk.main"] > 0 {
+			cfg := info.Config
+			if cfg.MaxMsgsPerSubject != 10000 || cfg.MaxMsgSize < 16<<10 || cfg.MaxMsgSize > 17<<10 || cfg.MaxAge != 24*time.Hour {
+				t.Fatalf("bounds: %d per container, %d bytes each, %s", cfg.MaxMsgsPerSubject, cfg.MaxMsgSize, cfg.MaxAge)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("subjects %v", info.State.Subjects)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A pod bound to a node that is NotReady says so while it waits.
+func TestAPodOnANotReadyNodeSaysSo(t *testing.T) {
+	c := startCluster(t, func(cfg *app.Config) { cfg.Pods.NodeGrace, cfg.Pods.NodeEviction = 3*time.Second, time.Hour })
+	stop := startAgent(t, c, "n6", t.TempDir())
+	k := projections.Key{Kind: "Node", Name: "n6"}
+	c.wait(k, "Ready", 2*time.Minute, func(o *schemas.Object) bool { return o.GetStatus().GetPhase() == "Ready" })
+	stop()
+	c.wait(k, "NotReady", 2*time.Minute, func(o *schemas.Object) bool { return o.GetStatus().GetPhase() == "NotReady" })
+	c.apply(podYAML("stranded", "n6", "Never", "workload:v1", "hello"))
+	o := c.waitPhase(podKey("default", "stranded"), "Pending")
+	if r := o.GetStatus().GetConditions()[0].GetReason(); r != "NodeNotReady" || !strings.Contains(o.GetStatus().GetMessage(), "n6") {
+		t.Fatalf("status %v", o.GetStatus())
+	}
+}
+
+// A module printing line by line is stored in chunks, not a message per
+// line, and every line arrives, in order.
+func TestLogLinesAreStoredInChunks(t *testing.T) {
+	c := startCluster(t, nil)
+	c.push("workload:v1", workload(t))
+	c.apply(podYAML("chatty", "n1", "Never", "workload:v1", "lines"))
+	c.waitPhase(podKey("default", "chatty"), "Completed")
+	var want strings.Builder
+	for i := range 2000 {
+		fmt.Fprintln(&want, "line", i)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for got := c.logs("default", "chatty", "main"); got != want.String(); got = c.logs("default", "chatty", "main") {
+		if time.Now().After(deadline) {
+			t.Fatalf("logs: %d bytes, want %d", len(got), want.Len())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	js, err := jetstream.New(c.app.Log().Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(context.Background(), events.LogsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter("jp.logs.default.chatty.main"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Subjects["jp.logs.default.chatty.main"]; n == 0 || n > 200 {
+		t.Fatalf("2,000 lines stored as %d messages", n)
 	}
 }

@@ -131,7 +131,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 		return pending(ReasonUnschedulable, "no node: set spec.nodeName, or run a scheduler"), nil
 	}
 	nodeKey := projections.Key{Kind: podspec.KindNode, Name: spec.NodeName}
-	if r.cfg.State.Get(nodeKey) == nil {
+	node := r.cfg.State.Get(nodeKey)
+	if node == nil {
 		r.wait(key, nodeKey)
 		return pending("NodeNotFound", fmt.Sprintf("node %q does not exist; start its agent with jetplane node --name %s", spec.NodeName, spec.NodeName)), nil
 	}
@@ -147,10 +148,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 	if _, err := r.cfg.Work.PutWork(ctx, spec.NodeName, key.Namespace, key.Name, data); err != nil {
 		return reconcilers.Result{}, err
 	}
-	if reported(obj) {
-		return reconcilers.Result{KeepStatus: true}, nil
+	if !reported(obj) && node.GetStatus().GetPhase() == NodeNotReady {
+		return pending("NodeNotReady", fmt.Sprintf("bound to node %s, which is not ready: its agent is not heard from", spec.NodeName)), nil
 	}
-	return pending("Scheduled", fmt.Sprintf("bound to node %s; waiting for its agent", spec.NodeName)), nil
+	// The node's agent is up: its first report (Registered) follows within
+	// moments and is the pod's first status. Writing "waiting for the
+	// agent" first would cost every pod start an event, and race it.
+	return reconcilers.Result{KeepStatus: true}, nil
 }
 
 // reported tells whether a node agent has written the pod's status (its

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 )
@@ -25,6 +26,7 @@ const wasmPage = 64 << 10
 // instantiates it per container start. Safe for concurrent use.
 type wasmHost struct {
 	cache wazero.CompilationCache
+	dir   string // the compilation cache's directory
 
 	mu       sync.Mutex
 	runtimes map[uint32]wazero.Runtime // by memory limit in pages (0: none)
@@ -35,6 +37,10 @@ type compiled struct {
 	once sync.Once
 	mod  wazero.CompiledModule
 	err  error
+	// alloc makes the module's linear memories; image, when set, is the
+	// one that starts them with the module's data (which mod lacks).
+	alloc experimental.MemoryAllocator
+	image *imageAllocator
 }
 
 func newWasmHost(dir string) (*wasmHost, error) {
@@ -42,7 +48,7 @@ func newWasmHost(dir string) (*wasmHost, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compilation cache %s: %w", dir, err)
 	}
-	return &wasmHost{cache: cache, runtimes: map[uint32]wazero.Runtime{}, modules: map[string]*compiled{}}, nil
+	return &wasmHost{cache: cache, dir: dir, runtimes: map[uint32]wazero.Runtime{}, modules: map[string]*compiled{}}, nil
 }
 
 // runtime is the wazero runtime for modules limited to pages of memory.
@@ -67,7 +73,15 @@ func (h *wasmHost) runtime(ctx context.Context, pages uint32) (wazero.Runtime, e
 }
 
 // compile returns the module at path (digest names it), compiled once.
-func (h *wasmHost) compile(ctx context.Context, digest, path string, pages uint32) (wazero.Runtime, wazero.CompiledModule, error) {
+//
+// What a Go module costs each start is mostly its data: tens of thousands
+// of small segments, evaluated and copied into every new memory. So the
+// module is compiled without them, and each instance's memory starts as a
+// copy-on-write mapping of the memory they leave (splitData,
+// imageAllocator), built once here; where that cannot be done (another
+// platform, segments that cannot be moved) the segments are merged into a
+// few instead (mergeDataSegments).
+func (h *wasmHost) compile(ctx context.Context, digest, path string, pages uint32) (wazero.Runtime, *compiled, error) {
 	rt, err := h.runtime(ctx, pages)
 	if err != nil {
 		return nil, nil, err
@@ -81,12 +95,36 @@ func (h *wasmHost) compile(ctx context.Context, digest, path string, pages uint3
 	}
 	h.mu.Unlock()
 	c.once.Do(func() {
+		ctx := context.WithoutCancel(ctx)
 		var bin []byte
-		if bin, c.err = os.ReadFile(path); c.err == nil {
-			c.mod, c.err = rt.CompileModule(context.WithoutCancel(ctx), bin)
+		if bin, c.err = os.ReadFile(path); c.err != nil {
+			return
 		}
+		if stripped, image, ok := splitData(bin); ok {
+			if mod, err := rt.CompileModule(ctx, stripped); err == nil && fitsMemory(mod, len(image)) {
+				if img, err := newImageAllocator(h.dir, image); err == nil {
+					c.mod, c.alloc, c.image = mod, img, img
+					return
+				}
+				_ = mod.Close(ctx)
+			} else if err == nil {
+				_ = mod.Close(ctx)
+			}
+		}
+		c.mod, c.err = rt.CompileModule(ctx, mergeDataSegments(bin))
+		c.alloc = memoryAllocator()
 	})
-	return rt, c.mod, c.err
+	return rt, c, c.err
+}
+
+// fitsMemory tells whether a module's own memory, at its minimum, holds
+// n bytes of data: what instantiation would have checked of the segments
+// splitData took out.
+func fitsMemory(mod wazero.CompiledModule, n int) bool {
+	for _, m := range mod.ExportedMemories() {
+		return uint64(m.Min())*wasmPage >= uint64(n)
+	}
+	return false
 }
 
 func (h *wasmHost) close(ctx context.Context) {
@@ -94,6 +132,11 @@ func (h *wasmHost) close(ctx context.Context) {
 	defer h.mu.Unlock()
 	for _, rt := range h.runtimes {
 		_ = rt.Close(ctx)
+	}
+	for _, c := range h.modules {
+		if c.image != nil {
+			_ = c.image.Close()
+		}
 	}
 	_ = h.cache.Close(ctx)
 }
@@ -103,8 +146,11 @@ type wasmSpec struct {
 	args           []string
 	env            [][2]string
 	stdout, stderr io.Writer
-	mounts         [][2]string // host dir, guest path
-	pages          uint32
+	// exited, when set, runs once the module has ended, before it is
+	// reported so (the logs' last output goes first).
+	exited func()
+	mounts [][2]string // host dir, guest path
+	pages  uint32
 }
 
 // wasmProc is a running module. Its output's last bytes are kept for the
@@ -122,7 +168,7 @@ func (p *wasmProc) Kill()                 { p.cancel(); <-p.done }
 
 // start instantiates mod: the WASI start function runs in its own
 // goroutine until the module exits, traps, or ctx ends.
-func (h *wasmHost) start(ctx context.Context, rt wazero.Runtime, mod wazero.CompiledModule, s wasmSpec) *wasmProc {
+func (h *wasmHost) start(ctx context.Context, rt wazero.Runtime, mod *compiled, s wasmSpec) *wasmProc {
 	pctx, cancel := context.WithCancel(ctx)
 	p := &wasmProc{cancel: cancel, done: make(chan struct{}), tail: &tailBuffer{max: 2048, watch: "out of memory"}}
 	cfg := wazero.NewModuleConfig().WithName("").WithArgs(s.args...).
@@ -154,11 +200,14 @@ func (h *wasmHost) start(ctx context.Context, rt wazero.Runtime, mod wazero.Comp
 	go func() {
 		defer close(p.done)
 		defer cancel()
-		inst, err := rt.InstantiateModule(pctx, mod, cfg)
+		inst, err := rt.InstantiateModule(experimental.WithMemoryAllocator(pctx, mod.alloc), mod.mod, cfg)
 		if inst != nil {
 			_ = inst.Close(context.Background())
 		}
 		p.exit = exitOf(err, p.tail, s.pages)
+		if s.exited != nil {
+			s.exited()
+		}
 	}()
 	return p
 }

@@ -33,7 +33,7 @@ func BenchmarkModuleStart(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
-	start, cpu0 := time.Now(), cpuTime()
+	start, cpu0, faults0 := time.Now(), cpuTime(), minorFaults()
 	for range b.N {
 		p := h.start(ctx, rt, mod, wasmSpec{args: []string{"main", "hello"}, stdout: io.Discard, stderr: io.Discard})
 		<-p.Done()
@@ -43,6 +43,16 @@ func BenchmarkModuleStart(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "starts/s")
 	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/start")
+	b.ReportMetric(float64(minorFaults()-faults0)/float64(b.N), "page-faults/start")
+}
+
+// minorFaults is the process's minor page faults so far.
+func minorFaults() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Minflt
 }
 
 // cpuTime is the process's user and system CPU time.

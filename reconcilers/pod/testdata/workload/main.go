@@ -42,6 +42,10 @@ func main() {
 		for _, name := range os.Args[2:] {
 			fmt.Printf("%s=%s\n", name, os.Getenv(name))
 		}
+	case "lines": // many short lines, as fast as it can
+		for i := range 2000 {
+			fmt.Println("line", i)
+		}
 	case "args":
 		fmt.Println(strings.Join(os.Args, " "))
 	default:
