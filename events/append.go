@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -37,8 +38,35 @@ var (
 	ErrDuplicate = errors.New("batch already stored")
 	// ErrStorageFull means the log's server has no room for the event:
 	// nothing was written.
-	ErrStorageFull = errors.New("the log's storage is full: free disk space where NATS stores the log, or raise its storage limit (a server computes its limit from the free space when it starts, so restart it after freeing space); nothing was written")
+	ErrStorageFull = errors.New("the log's storage is full: free disk space where NATS stores the log, or raise its storage limit (jetplane's embedded server takes writes again by itself once there is room; an outside server computes its limit from the free space when it starts, so restart it after freeing space); nothing was written")
+	// ErrStorageUnavailable means the log's server cannot write its store
+	// (a write to its disk failed, or JetStream is stopped): nothing was
+	// written.
+	ErrStorageUnavailable = errors.New("the log's server cannot write its store; nothing was written")
 )
+
+// storeFailed explains a failed append by the server's store, when the log
+// has a way to ask (Config.StoreError) and the store is broken: a full
+// disk is ErrStorageFull, any other write failure ErrStorageUnavailable,
+// each with the server's words. Otherwise err is returned as it is.
+func (l *Log) storeFailed(err error) error {
+	if err == nil || l.storeErr == nil || errors.Is(err, ErrConflict) || errors.Is(err, ErrDuplicate) || errors.Is(err, ErrStorageFull) {
+		return err
+	}
+	cause := l.storeErr(true)
+	if cause == nil {
+		return err
+	}
+	return storeCause(cause)
+}
+
+// storeCause is the error of an append that the store's trouble stops.
+func storeCause(cause error) error {
+	if strings.Contains(strings.ToLower(cause.Error()), "no space left") {
+		return fmt.Errorf("%w: %v", ErrStorageFull, cause)
+	}
+	return fmt.Errorf("%w: %v", ErrStorageUnavailable, cause)
+}
 
 // isStorageFullCode reports the server's "insufficient resources" and
 // "storage resources exceeded" codes.
@@ -103,15 +131,32 @@ func (l *Log) msg(e Entry) (*nats.Msg, error) {
 	return m, nil
 }
 
+// storeBroken is the error an append gets at once, without being sent,
+// while the server says it cannot write its store: the server would not
+// answer a single append at all, and would refuse a batch as "incomplete".
+func (l *Log) storeBroken() error {
+	if l.storeErr == nil {
+		return nil
+	}
+	cause := l.storeErr(false)
+	if cause == nil {
+		return nil
+	}
+	return storeCause(cause)
+}
+
 // Append stores one event and waits for the log to acknowledge it.
 func (l *Log) Append(ctx context.Context, e Entry) (Result, error) {
+	if err := l.storeBroken(); err != nil {
+		return Result{}, fmt.Errorf("append %s: %w", keyTokens(e.Event.Key), err)
+	}
 	m, err := l.msg(e)
 	if err != nil {
 		return Result{}, err
 	}
 	ack, err := l.js.PublishMsg(ctx, m)
 	if err != nil {
-		return Result{}, fmt.Errorf("append %s: %w", keyTokens(e.Event.Key), translate(err))
+		return Result{}, fmt.Errorf("append %s: %w", keyTokens(e.Event.Key), l.storeFailed(translate(err)))
 	}
 	return Result{Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
 }
@@ -129,6 +174,9 @@ func (l *Log) AppendBatch(ctx context.Context, entries []Entry) ([]Result, error
 		return []Result{r}, err
 	case len(entries) > MaxBatch:
 		return nil, fmt.Errorf("append batch: %d entries, at most %d in one atomic batch", len(entries), MaxBatch)
+	}
+	if err := l.storeBroken(); err != nil {
+		return nil, fmt.Errorf("append batch: %w", err)
 	}
 	msgs := make([]*nats.Msg, len(entries))
 	for i, e := range entries {
@@ -152,7 +200,7 @@ func (l *Log) AppendBatch(ctx context.Context, entries []Entry) ([]Result, error
 	commit.Header.Set(hdrBatchCommit, "1")
 	resp, err := l.nc.RequestMsgWithContext(ctx, commit)
 	if err != nil {
-		return nil, fmt.Errorf("append batch: commit: %w", err)
+		return nil, fmt.Errorf("append batch: commit: %w", l.storeFailed(err))
 	}
 	var ack struct {
 		Stream   string    `json:"stream"`
@@ -164,7 +212,9 @@ func (l *Log) AppendBatch(ctx context.Context, entries []Entry) ([]Result, error
 		return nil, fmt.Errorf("append batch: bad acknowledgement %q: %w", resp.Data, err)
 	}
 	if ack.Error != nil {
-		return nil, fmt.Errorf("append batch: %w", ack.Error.err())
+		// A batch whose events the server could not store comes back
+		// "incomplete" (code 10176), whatever the reason.
+		return nil, fmt.Errorf("append batch: %w", l.storeFailed(ack.Error.err()))
 	}
 	if ack.Count != uint64(len(entries)) {
 		return nil, fmt.Errorf("append batch: log stored %d of %d events", ack.Count, len(entries))
@@ -192,7 +242,12 @@ func (l *Log) AppendAsync(ctx context.Context, entries []Entry) (results []Resul
 		errs[i] = err
 		failed = append(failed, err)
 	}
+	broken := l.storeBroken()
 	for i, e := range entries {
+		if broken != nil {
+			fail(i, fmt.Errorf("append %s: %w", keyTokens(e.Event.Key), broken))
+			continue
+		}
 		m, err := l.msg(e)
 		if err != nil {
 			fail(i, err)
@@ -200,7 +255,7 @@ func (l *Log) AppendAsync(ctx context.Context, entries []Entry) (results []Resul
 		}
 		f, err := l.js.PublishMsgAsync(m)
 		if err != nil {
-			fail(i, fmt.Errorf("append %s: %w", keyTokens(e.Event.Key), translate(err)))
+			fail(i, fmt.Errorf("append %s: %w", keyTokens(e.Event.Key), l.storeFailed(translate(err))))
 			continue
 		}
 		futures[i] = f
@@ -213,9 +268,9 @@ func (l *Log) AppendAsync(ctx context.Context, entries []Entry) (results []Resul
 		case ack := <-f.Ok():
 			results[i] = Result{Sequence: ack.Sequence, Duplicate: ack.Duplicate}
 		case err := <-f.Err():
-			fail(i, fmt.Errorf("append %s: %w", keyTokens(entries[i].Event.Key), translate(err)))
+			fail(i, fmt.Errorf("append %s: %w", keyTokens(entries[i].Event.Key), l.storeFailed(translate(err))))
 		case <-ctx.Done():
-			fail(i, ctx.Err())
+			fail(i, l.storeFailed(ctx.Err()))
 		}
 	}
 	return results, errs

@@ -40,3 +40,6 @@ func FailDeletes(m *Members, err error) {
 		f.fail.Store(&err)
 	}
 }
+
+// Beat makes one heartbeat of m, as its loop would.
+func Beat(ctx context.Context, m *Members) error { return m.beat(ctx) }

@@ -33,6 +33,13 @@ type Config struct {
 	// purging events (ErrNotAppendOnly) instead of turning the denials
 	// on: on an outside NATS, such a stream may already have lost events.
 	RequireAppendOnly bool
+	// StoreError, when set, says why the log's server cannot write its
+	// store (nil when it can): appends fail at once while it says so, and
+	// an append that fails is asked about it (fresh), so that the error
+	// names the cause (a full disk) rather than the server's answer (an
+	// incomplete batch, or none at all). The embedded server's
+	// StoreError and StoreErrorNow.
+	StoreError func(fresh bool) error
 }
 
 func (c Config) withDefaults() Config {
@@ -68,6 +75,7 @@ type Log struct {
 	js         jetstream.JetStream
 	stream     jetstream.Stream
 	partitions int
+	storeErr   func(fresh bool) error
 }
 
 // Open creates the stream or brings an existing one's settings up to date,
@@ -102,7 +110,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", StreamName, err)
 	}
-	return &Log{nc: nc, js: js, stream: s, partitions: partitions}, nil
+	return &Log{nc: nc, js: js, stream: s, partitions: partitions, storeErr: cfg.StoreError}, nil
 }
 
 func streamConfig(cfg Config, partitions int) jetstream.StreamConfig {

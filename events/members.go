@@ -78,6 +78,14 @@ type Members struct {
 	uncertain map[int]bool
 	claiming  map[int]bool // a Claim is under way: not to be swept
 
+	// The lease: until leaseUntil no other instance can count this one
+	// gone; leaseLost is closed (leaseEnded) once that has passed
+	// without a renewal, and a renewal after that makes a new channel.
+	leaseUntil time.Time
+	leaseLost  chan struct{}
+	leaseEnded bool
+	leaseTimer *time.Timer
+
 	stop func()
 	done chan struct{}
 }
@@ -108,7 +116,9 @@ func (l *Log) Join(ctx context.Context, instance string, opts MemberOptions) (*M
 		return nil, fmt.Errorf("members: open bucket %s: %w", MembersBucket, err)
 	}
 	m := &Members{kv: kv, self: instance, opts: opts, heard: map[string]heard{},
-		changed: make(chan struct{}), claims: map[int]uint64{}, uncertain: map[int]bool{}, claiming: map[int]bool{}, done: make(chan struct{})}
+		changed: make(chan struct{}), claims: map[int]uint64{}, uncertain: map[int]bool{}, claiming: map[int]bool{}, done: make(chan struct{}),
+		leaseLost: make(chan struct{})}
+	m.leaseTimer = time.AfterFunc(time.Hour, m.checkLease)
 	// A process that ran under this name before may have left claims
 	// behind (its release cut short by a stop, a crash): while this name
 	// lives, no one else takes them, and this process does not hold them.
@@ -118,12 +128,14 @@ func (l *Log) Join(ctx context.Context, instance string, opts MemberOptions) (*M
 		m.uncertain[p] = true
 	}
 	if err := m.beat(ctx); err != nil {
+		m.leaseTimer.Stop()
 		return nil, err
 	}
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	updates, err := l.watchMembers(wctx, opts)
 	if err != nil {
 		stop()
+		m.leaseTimer.Stop()
 		return nil, err
 	}
 	// Take in the instances announced before us first: claiming with a
@@ -135,6 +147,7 @@ func (l *Log) Join(ctx context.Context, instance string, opts MemberOptions) (*M
 			initial = u.pending > 0
 		case <-ctx.Done():
 			stop()
+			m.leaseTimer.Stop()
 			return nil, fmt.Errorf("members: watch: %w", ctx.Err())
 		}
 	}
@@ -244,10 +257,69 @@ func memberName(key string) (string, bool) {
 func claimKey(p int) string { return "claim." + strconv.Itoa(p) }
 
 func (m *Members) beat(ctx context.Context) error {
+	sent := time.Now()
 	if _, err := m.kv.PutString(ctx, memberKey(m.self), m.self); err != nil {
 		return fmt.Errorf("members: heartbeat: %w", err)
 	}
+	m.renew(sent, time.Now())
 	return nil
+}
+
+// leaseMargin is how long before the others could count this instance
+// gone its lease ends: time for a run that honours its context to stop,
+// and room for the NATS servers' clocks to differ.
+func (o MemberOptions) leaseMargin() time.Duration { return o.Heartbeat }
+
+// renew extends the lease with a heartbeat sent at sent that the bucket
+// stored (its answer came at acked). The bucket stored it no earlier than
+// sent, and the others count this instance gone only once the bucket has
+// stored Expiry's worth of their heartbeats after it: so until
+// sent+Expiry no one can. The lease ends leaseMargin before that. A
+// heartbeat answered after the lease ended (the process was paused, or
+// the bucket unreachable, for that long) starts a new lease: the others
+// may have taken the partitions meanwhile.
+func (m *Members) renew(sent, acked time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.expireLease(acked)
+	until := sent.Add(m.opts.Expiry - m.opts.leaseMargin())
+	if !until.After(acked) || !until.After(m.leaseUntil) {
+		return
+	}
+	if m.leaseEnded {
+		m.leaseLost, m.leaseEnded = make(chan struct{}), false
+	}
+	m.leaseUntil = until
+	m.leaseTimer.Reset(until.Sub(acked))
+}
+
+// expireLease ends the lease if its time has come; m.mu is held.
+func (m *Members) expireLease(now time.Time) {
+	if !m.leaseEnded && !now.Before(m.leaseUntil) {
+		close(m.leaseLost)
+		m.leaseEnded = true
+	}
+}
+
+func (m *Members) checkLease() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.expireLease(time.Now())
+}
+
+// Lease is how long this instance surely still counts as live for the
+// others: until the time returned, none of them can count it gone and take
+// its partitions. lost is closed once that time has passed without a
+// heartbeat renewing the lease: the process was paused, or cut off from the
+// bucket, and the others may be running its partitions. A lease renewed
+// after that is a new one, with a new channel. The lease is checked against
+// the clock at every call, so a process resuming from a pause finds it
+// lost before any timer has fired.
+func (m *Members) Lease() (until time.Time, lost <-chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.expireLease(time.Now())
+	return m.leaseUntil, m.leaseLost
 }
 
 func (m *Members) loop(ctx context.Context, updates <-chan memberUpdate) {
@@ -486,6 +558,13 @@ func isWrongRevision(err error) bool {
 func (m *Members) Leave(ctx context.Context) error {
 	m.stop()
 	<-m.done
+	m.leaseTimer.Stop()
+	m.mu.Lock()
+	if !m.leaseEnded {
+		close(m.leaseLost)
+		m.leaseEnded = true
+	}
+	m.mu.Unlock()
 	if err := m.kv.Delete(ctx, memberKey(m.self)); err != nil {
 		return fmt.Errorf("members: leave: %w", err)
 	}

@@ -160,3 +160,81 @@ func TestRejoinSweepsClaimsLeftUnderItsName(t *testing.T) {
 		t.Fatalf("holder of 1 = %q, want i3", h)
 	}
 }
+
+// An instance's lease ends before any other instance can count it gone:
+// an instance whose heartbeats stop landing (its process paused, or cut off
+// from the bucket) stops its runs by then, and the others take its
+// partitions only after. A heartbeat landing after the lease ended starts
+// a new lease.
+func TestLeaseEndsBeforeTheOthersCountTheInstanceGone(t *testing.T) {
+	l := testenv.Log(t, events.Config{})
+	ctx := context.Background()
+	opts := events.MemberOptions{Heartbeat: 100 * time.Millisecond, Expiry: 600 * time.Millisecond}
+	a, err := l.Join(ctx, "a", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.Join(ctx, "b", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Leave(ctx)
+	for {
+		if live, _ := b.Live(); slices.Contains(live, "a") {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	until, lost := a.Lease()
+	if now := time.Now(); !until.After(now) || until.After(now.Add(opts.Expiry)) {
+		t.Fatalf("a's lease ends at %s, %s from now; want within the expiry (%s)", until, until.Sub(now), opts.Expiry)
+	}
+	select {
+	case <-lost:
+		t.Fatal("a's lease is lost while it beats")
+	default:
+	}
+
+	events.Halt(a) // its heartbeats stop, as when its process is paused
+	until, _ = a.Lease()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		live, _ := b.Live()
+		if !slices.Contains(live, "a") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("b never counted a gone")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	gone := time.Now()
+	if !gone.After(until) {
+		t.Fatalf("b counted a gone at %s, before a's lease ended (%s)", gone.Format(time.StampMicro), until.Format(time.StampMicro))
+	}
+	ended, lostNow := a.Lease()
+	select {
+	case <-lostNow:
+	default:
+		t.Fatalf("a's lease still holds after b counted a gone (it ends %s)", ended.Format(time.StampMicro))
+	}
+	select {
+	case <-lost:
+	default:
+		t.Fatal("the channel of a's lease was not closed when it ended")
+	}
+
+	// A heartbeat that lands now starts a new lease.
+	if err := events.Beat(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	renewed, lostAgain := a.Lease()
+	if lostAgain == lost || !renewed.After(time.Now()) {
+		t.Fatalf("after a new heartbeat: lease until %s (same channel: %v), want a new lease", renewed, lostAgain == lost)
+	}
+	select {
+	case <-lostAgain:
+		t.Fatal("the new lease is lost already")
+	default:
+	}
+}

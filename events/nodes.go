@@ -20,6 +20,9 @@ const (
 	LogChunkBytes    = 16 << 10
 	LogsMaxAge       = 24 * time.Hour
 	logsMaxBytes     = 4 << 30
+	// logsMinBytes is the least the logs stream is given when the server
+	// cannot reserve logsMaxBytes.
+	logsMinBytes = 16 << 20
 )
 
 // Log message headers.
@@ -59,7 +62,17 @@ func (l *Log) NodeStore(ctx context.Context) (*NodeStore, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", NodeWorkBucket, err)
 	}
-	if s.logs, err = l.js.CreateOrUpdateStream(ctx, logsStreamConfig(r)); err != nil {
+	// The logs' bound is reserved out of the server's storage: on a small
+	// disk, a smaller bound rather than no start at all.
+	lc := logsStreamConfig(r)
+	for {
+		s.logs, err = l.js.CreateOrUpdateStream(ctx, lc)
+		if err == nil || !errors.Is(translate(err), ErrStorageFull) || lc.MaxBytes <= logsMinBytes {
+			break
+		}
+		lc.MaxBytes /= 2
+	}
+	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", LogsStream, err)
 	}
 	if s.images, err = l.Images(ctx); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/internal/testenv"
 )
 
 // A server out of storage refuses appends with ErrStorageFull, whose
@@ -64,5 +66,45 @@ func TestAppendStorageFull(t *testing.T) {
 	}
 	if after, err := l.Count(ctx); err != nil || after != before {
 		t.Fatalf("events after a refused batch: %d (%v), want %d", after, err, before)
+	}
+}
+
+// While the server says its store cannot be written (Config.StoreError),
+// appends fail at once with an error naming the cause, and write nothing;
+// once it can, they go through.
+func TestAppendsSayWhyTheStoreCannotBeWritten(t *testing.T) {
+	var broken atomic.Pointer[error]
+	l := testenv.Log(t, events.Config{StoreError: func(bool) error {
+		if e := broken.Load(); e != nil {
+			return *e
+		}
+		return nil
+	}})
+	ctx := context.Background()
+	entry := func(name string) events.Entry {
+		return events.Entry{Event: event(key(name), ""), Expect: events.AnyVersion}
+	}
+	full := errors.New("Critical write error: write 1.blk: no space left on device")
+	broken.Store(&full)
+	if _, err := l.Append(ctx, entry("a")); !errors.Is(err, events.ErrStorageFull) || !strings.Contains(err.Error(), "no space left on device") {
+		t.Fatalf("append to a full store: %v, want ErrStorageFull with the server's words", err)
+	}
+	if _, err := l.AppendBatch(ctx, []events.Entry{entry("b"), entry("c")}); !errors.Is(err, events.ErrStorageFull) {
+		t.Fatalf("batch to a full store: %v, want ErrStorageFull", err)
+	}
+	if _, errs := l.AppendAsync(ctx, []events.Entry{entry("d")}); len(errs) != 1 || !errors.Is(errs[0], events.ErrStorageFull) {
+		t.Fatalf("async append to a full store: %v, want ErrStorageFull", errs)
+	}
+	other := errors.New("Critical write error: input/output error")
+	broken.Store(&other)
+	if _, err := l.Append(ctx, entry("e")); !errors.Is(err, events.ErrStorageUnavailable) || errors.Is(err, events.ErrStorageFull) {
+		t.Fatalf("append to a failing store: %v, want ErrStorageUnavailable", err)
+	}
+	if n, err := l.Count(ctx); err != nil || n != 0 {
+		t.Fatalf("events stored while the store was broken: %d (%v)", n, err)
+	}
+	broken.Store(nil)
+	if _, err := l.AppendBatch(ctx, []events.Entry{entry("f"), entry("g")}); err != nil {
+		t.Fatalf("batch once the store mended: %v", err)
 	}
 }

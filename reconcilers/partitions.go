@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jetplane/jetplane/events"
@@ -37,9 +38,14 @@ type partitions struct {
 	idle    *sync.Cond // signalled when a partition's running count drops
 	// runs are the partitions' run contexts: cancelled once a partition
 	// has been giving up for the grace period, so that a stuck run does
-	// not hold the partition here for ever.
-	runs map[int]context.Context
-	stop map[int]context.CancelFunc
+	// not hold the partition here for ever, and when the lease it was
+	// claimed under ends.
+	runs map[int]*runContext
+
+	// draining is closed when the process's shutdown begins: no partition
+	// is claimed after that (see Runtime.Drain).
+	draining  chan struct{}
+	drainOnce sync.Once
 
 	resync chan struct{}
 }
@@ -49,7 +55,7 @@ func newPartitions(rt *Runtime, n int) *partitions {
 		n = 1
 	}
 	ps := &partitions{rt: rt, n: n, on: map[int]bool{}, running: map[int]int{}, resync: make(chan struct{}, 1),
-		runCtx: context.Background(), runs: map[int]context.Context{}, stop: map[int]context.CancelFunc{}}
+		runCtx: context.Background(), runs: map[int]*runContext{}, draining: make(chan struct{})}
 	ps.idle = sync.NewCond(&ps.mu)
 	return ps
 }
@@ -63,12 +69,13 @@ func (ps *partitions) active(p int) bool {
 	return ps.on[p]
 }
 
-// begin starts a run in partition p, if p is active here, and returns
-// the context the run must honour.
+// begin starts a run in partition p, if p is active here and the lease it
+// was claimed under still holds, and returns the context the run must
+// honour.
 func (ps *partitions) begin(p int) (context.Context, bool) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if !ps.on[p] {
+	if !ps.on[p] || ps.runs[p].Err() != nil {
 		return nil, false
 	}
 	ps.running[p]++
@@ -150,6 +157,10 @@ func rank(p int, instance string) uint64 {
 type holding struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	// fenced says it is given up because the lease ended: the bucket
+	// may be electing a leader, and unpinning (which only hurries the
+	// hand-over) would wait for it.
+	fenced atomic.Bool
 }
 
 // balance keeps this instance holding the partitions Assign gives it, as
@@ -166,34 +177,67 @@ func (ps *partitions) balance(ctx context.Context, members Members) {
 		}
 	}()
 	var last []string
+	// While the lease is lost, look for a new one this often.
+	relook := time.NewTicker(100 * time.Millisecond)
+	defer relook.Stop()
+	fenced := false
 	for {
 		live, changed := members.Live()
 		if !slices.Equal(live, last) {
 			ps.rt.cfg.Logger.Info("instances changed", "live", live)
 			last = live
 		}
+		_, lost := members.Lease()
+		leased := !isClosed(lost)
+		switch {
+		case !leased && !fenced:
+			// Paused or cut off for so long that the others may have
+			// counted this instance gone and taken its partitions: every
+			// run in flight is already cancelled (their contexts end with
+			// the lease); give every partition up, and claim again only
+			// with a new lease.
+			ps.rt.cfg.Logger.Warn("membership lease ended (this process was paused or cut off); runs in flight cancelled, giving every partition up until the lease is renewed",
+				"held", len(held))
+			fenced = true
+		case leased && fenced:
+			ps.rt.cfg.Logger.Info("membership lease renewed; claiming partitions again")
+			fenced = false
+		}
+		draining := isClosed(ps.draining)
 		assigned := Assign(ps.n, live)
 		for p, h := range held {
-			if assigned[p] != members.Self() {
+			if assigned[p] != members.Self() || !leased || (draining && !ps.active(p)) {
+				if !leased {
+					h.fenced.Store(true)
+				}
 				h.cancel()
 			}
 		}
 		for p := range ps.n {
-			if assigned[p] == members.Self() && held[p] == nil {
+			if leased && !draining && assigned[p] == members.Self() && held[p] == nil {
 				hctx, cancel := context.WithCancel(ctx)
 				h := &holding{cancel: cancel, done: make(chan struct{})}
 				held[p] = h
 				go func() {
 					defer close(h.done)
 					defer func() { finished <- p }()
-					ps.hold(ctx, hctx, p, members)
+					ps.hold(ctx, hctx, p, members, &h.fenced)
 				}()
 			}
+		}
+		// Wait for the lease to end while it holds, for a new one (looked
+		// for now and then) while it does not.
+		var wait <-chan time.Time
+		if !leased {
+			wait, lost = relook.C, nil
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-changed:
+		case <-lost:
+		case <-wait:
+		case <-ps.draining:
 		case p := <-finished:
 			// Given up (or failed): forget it, and take it again if it is
 			// still assigned here.
@@ -209,16 +253,33 @@ func (ps *partitions) balance(ctx context.Context, members Members) {
 
 // hold claims partition p, runs it until ctx ends, then gives it up.
 // stopping ends when the whole runtime stops.
-func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members) {
+func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members, fenced *atomic.Bool) {
 	rt := ps.rt
 	log := rt.cfg.Logger.With("partition", p)
 	asked := time.Now()
-	if err := members.Claim(ctx, p); err != nil {
-		return // ctx ended first: the partition went elsewhere
+	// The partition's runs go on only under the lease held when the claim
+	// was made: once it ends, the others may take the claim.
+	_, lost := members.Lease()
+	if isClosed(lost) {
+		return
 	}
+	// Once shutdown has begun, claim nothing more.
+	claimCtx, stopClaiming := context.WithCancel(ctx)
+	defer stopClaiming()
+	go func() {
+		select {
+		case <-ps.draining:
+			stopClaiming()
+		case <-claimCtx.Done():
+		}
+	}()
+	if err := members.Claim(claimCtx, p); err != nil {
+		return // ctx ended first (the partition went elsewhere), or shutdown began
+	}
+	stopClaiming()
 	ps.mu.Lock()
 	ps.on[p] = true
-	ps.runs[p], ps.stop[p] = context.WithCancel(ps.runCtx)
+	ps.runs[p] = newRunContext(ps.runCtx, members, lost)
 	ps.mu.Unlock()
 	keys := ps.enqueue(p)
 	log.Info("partition taken", "keys", keys, "waited", time.Since(asked).Round(time.Millisecond))
@@ -272,7 +333,7 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members
 		}
 		return err
 	})
-	ps.giveUp(stopping, p, consumer, members, log)
+	ps.giveUp(stopping, p, consumer, members, log, fenced.Load())
 }
 
 // giveUp stops runs of p from starting, waits for those in flight, then
@@ -282,12 +343,12 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members
 func (ps *partitions) giveUp(stopping context.Context, p int, consumer string, members Members, log interface {
 	Info(string, ...any)
 	Warn(string, ...any)
-}) {
+}, fenced bool) {
 	rt := ps.rt
 	started := time.Now()
 	ps.mu.Lock()
 	ps.on[p] = false
-	cancelRuns := ps.stop[p]
+	cancelRuns := ps.runs[p].stop
 	// Runs get the grace period to end; then their context is cancelled,
 	// and a run stuck in a call that honours it ends.
 	overdue := time.AfterFunc(rt.cfg.Grace, func() {
@@ -298,18 +359,19 @@ func (ps *partitions) giveUp(stopping context.Context, p int, consumer string, m
 		ps.idle.Wait()
 	}
 	delete(ps.runs, p)
-	delete(ps.stop, p)
 	ps.mu.Unlock()
 	overdue.Stop()
 	cancelRuns()
 	for _, c := range rt.byKind {
 		c.dropPartition(p)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	if err := rt.cfg.Log.Unpin(ctx, consumer, priorityGroup); err != nil {
-		log.Warn("unpinning the partition consumer failed; it unpins itself after its TTL", "err", err)
+	if !fenced {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := rt.cfg.Log.Unpin(ctx, consumer, priorityGroup); err != nil {
+			log.Warn("unpinning the partition consumer failed; it unpins itself after its TTL", "err", err)
+		}
+		cancel()
 	}
-	cancel()
 	// The next holder waits for the release as long as this instance
 	// lives: keep trying (the cluster may be electing a leader). Once the
 	// runtime stops, leaving the members bucket frees the claim too, so
@@ -336,6 +398,15 @@ func (ps *partitions) giveUp(stopping context.Context, p int, consumer string, m
 		return
 	}
 	log.Info("partition released", "waited", time.Since(started).Round(time.Millisecond))
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // enqueue queues every key of partition p of every handled kind, and

@@ -48,6 +48,13 @@ type Members interface {
 	Release(ctx context.Context, p int) error
 	// Leave withdraws this instance; release partitions first.
 	Leave(ctx context.Context) error
+	// Lease is how long this instance surely still counts as live for the
+	// others: until the time returned, no other instance can count it gone
+	// and take its partitions. lost is closed once that time has passed
+	// without a heartbeat renewing it (the instance was paused, or cut off
+	// from the bucket); a lease renewed after that is a new one, with a new
+	// channel.
+	Lease() (until time.Time, lost <-chan struct{})
 }
 
 // JoinFunc announces instance to the others and returns its membership.
@@ -702,3 +709,8 @@ func (r *Runtime) NextRun(k projections.Key) (time.Time, bool) {
 
 // Partitions lists the partitions this instance runs now.
 func (r *Runtime) Partitions() []int { return r.parts.held() }
+
+// Drain says the process's shutdown has begun: from now on the runtime
+// claims no partition (one it is claiming is left), while those it holds
+// run until Start's context ends.
+func (r *Runtime) Drain() { r.parts.drainOnce.Do(func() { close(r.parts.draining) }) }

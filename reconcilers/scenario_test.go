@@ -30,11 +30,15 @@ import (
 //	join NAME...       start a runtime per name
 //	stop NAME          stop it gracefully (runs finish, partitions released)
 //	crash NAME         its heartbeats and bucket calls stop, then it stops
+//	pause NAME         its heartbeats and bucket calls stop, its runtime goes on (SIGSTOP, or cut off)
+//	resume NAME        it beats again
+//	drain NAME         its shutdown begins (Runtime.Drain), its runtime not yet stopped
 //	advance DURATION   move the members clock (live instances beat)
 //	object NAME...     add Widget objects (taken-over partitions run them); prints nothing
 //	hang NAME...       runs of these objects block until their context ends; prints nothing
 //	fail-release NAME [hang|off]  NAME's releases fail (or hang, or work again)
-//	runs               which instance ran which object (and which were cancelled), since the last runs
+//	runs               which instance ran which object (and which were cancelled), since the last runs,
+//	                   and every run that started while another instance's run of that object was in flight
 //
 // Every command but runs then waits for the instances to settle and
 // prints who is live, what each runtime holds and the claims.
@@ -74,7 +78,7 @@ type instanceRun struct {
 
 func newWorld(t *testing.T) *world {
 	w := &world{t: t, members: memberfake.New(worldExpiry), objects: &fakeObjects{objs: map[projections.Key]*schemas.Object{}},
-		rec: &scenarioRec{hang: map[string]bool{}}, running: map[string]*instanceRun{}}
+		rec: &scenarioRec{hang: map[string]bool{}, inFlight: map[string]string{}}, running: map[string]*instanceRun{}}
 	t.Cleanup(func() {
 		for _, r := range w.running {
 			r.cancel()
@@ -109,6 +113,16 @@ func (w *world) do(t *testing.T, c scenario.Cmd) string {
 			c.Fatalf(t, "%s did not stop within 5 s", name)
 		}
 		delete(w.running, name)
+	case "pause":
+		w.members.Pause(c.Args[0])
+	case "resume":
+		w.members.Resume(c.Args[0])
+	case "drain":
+		r := w.running[c.Args[0]]
+		if r == nil {
+			c.Fatalf(t, "%s is not running", c.Args[0])
+		}
+		r.rt.Drain()
 	case "advance":
 		d, err := time.ParseDuration(c.Args[0])
 		if err != nil {
@@ -196,8 +210,10 @@ func (w *world) describe() (string, bool) {
 		for _, p := range ps {
 			held[p] = name
 		}
+		// An instance whose lease ended holds nothing.
+		leased := w.members.Leased(name)
 		for p := range worldPartitions {
-			if (assigned[p] == name) != slices.Contains(ps, p) {
+			if (assigned[p] == name && leased) != slices.Contains(ps, p) {
 				settled = false
 			}
 		}
@@ -301,9 +317,10 @@ func (v *objectView) OnChange(func(projections.Changed))           {}
 // scenarioRec records runs by instance; runs of hung objects block until
 // their context ends.
 type scenarioRec struct {
-	mu   sync.Mutex
-	hang map[string]bool
-	runs []string
+	mu       sync.Mutex
+	hang     map[string]bool
+	runs     []string
+	inFlight map[string]string // object → the instance running it
 }
 
 // report waits until no run has ended for a while, then lists the runs
@@ -331,6 +348,10 @@ func (s *scenarioRec) as(instance string) reconcilers.Reconciler {
 		name := obj.Metadata.Name
 		s.mu.Lock()
 		hang := s.hang[name]
+		if other, ok := s.inFlight[name]; ok && other != instance {
+			s.runs = append(s.runs, fmt.Sprintf("OVERLAP: %s started %s while %s ran it", instance, name, other))
+		}
+		s.inFlight[name] = instance
 		s.mu.Unlock()
 		what := "ran"
 		if hang {
@@ -339,6 +360,9 @@ func (s *scenarioRec) as(instance string) reconcilers.Reconciler {
 		}
 		s.mu.Lock()
 		s.runs = append(s.runs, instance+" "+what+" "+name)
+		if s.inFlight[name] == instance {
+			delete(s.inFlight, name)
+		}
 		s.mu.Unlock()
 		return reconcilers.Result{}, ctx.Err()
 	}}

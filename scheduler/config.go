@@ -306,11 +306,12 @@ func (pc *ProfileConfig) build(reg Registry, cfg *Config) (*Profile, error) {
 		if !ok {
 			var probe struct {
 				GuestPath string `json:"guestPath"`
+				Image     string `json:"image"`
 			}
 			_ = json.Unmarshal(a, &probe)
 			f, ok = reg[WasmPlugin]
-			if probe.GuestPath == "" || !ok {
-				return nil, fmt.Errorf("plugins: unknown plugin %q (a WebAssembly plugin needs pluginConfig args with guestPath)", e.ref.Name)
+			if probe.GuestPath == "" && probe.Image == "" || !ok {
+				return nil, fmt.Errorf("plugins: unknown plugin %q (a WebAssembly plugin needs pluginConfig args with guestPath or image)", e.ref.Name)
 			}
 		}
 		pl, err := f(e.ref.Name, a)

@@ -175,13 +175,18 @@ func filter(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, d 
 		size := min(block, n-done)
 		base := done
 		var firstErr atomic.Pointer[Status]
-		parallelize(p.Parallelism, size, func(i int) {
-			idx := (d.StartIndex + base + i) % n
-			st := runFilters(ctx, p, state, pod, nodes[idx])
-			if st != nil && st.Code == Error {
-				firstErr.CompareAndSwap(nil, st)
+		parallelizeChunks(p.Parallelism, size, func(lo, hi int) {
+			chunk := make([]*NodeInfo, hi-lo)
+			for i := range chunk {
+				chunk[i] = nodes[(d.StartIndex+base+lo+i)%n]
 			}
-			statuses[base+i] = st
+			out := statuses[base+lo : base+hi]
+			runFilters(ctx, p, state, pod, chunk, out)
+			for _, st := range out {
+				if st != nil && st.Code == Error {
+					firstErr.CompareAndSwap(nil, st)
+				}
+			}
 		})
 		if st := firstErr.Load(); st != nil {
 			return nil, nil, st
@@ -218,21 +223,54 @@ func filter(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, d 
 	return feasible, rejected, nil
 }
 
-func runFilters(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, node *NodeInfo) *Status {
+// runFilters runs the Filter plugins over a chunk of nodes, plugin by
+// plugin over the nodes still feasible, so that a BatchFilterPlugin judges
+// them in one call. Each node's status is the first rejection in plugin
+// order, as if its plugins ran one node at a time.
+func runFilters(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nodes []*NodeInfo, out []*Status) {
+	alive := make([]int, len(nodes))
+	for i := range alive {
+		alive[i] = i
+	}
+	var sub []*NodeInfo
+	var subOut []*Status
 	for _, pl := range p.Filter {
+		if len(alive) == 0 {
+			return
+		}
 		if state.skipFilter[pl.Name()] {
 			continue
 		}
-		st := pl.Filter(ctx, state, pod, node)
-		if !st.IsSuccess() {
-			if st.Code == Skip {
-				continue
+		judge := func(j int, st *Status) bool {
+			if st.IsSuccess() || st.Code == Skip {
+				return true
 			}
 			st.Plugin = pl.Name()
-			return st
+			out[alive[j]] = st
+			return false
 		}
+		keep := alive[:0]
+		if bp, ok := pl.(BatchFilterPlugin); ok && len(alive) > 1 {
+			sub, subOut = sub[:0], subOut[:0]
+			for _, i := range alive {
+				sub = append(sub, nodes[i])
+				subOut = append(subOut, nil)
+			}
+			bp.FilterNodes(ctx, state, pod, sub, subOut)
+			for j, i := range alive {
+				if judge(j, subOut[j]) {
+					keep = append(keep, i)
+				}
+			}
+		} else {
+			for j, i := range alive {
+				if judge(j, pl.Filter(ctx, state, pod, nodes[i])) {
+					keep = append(keep, i)
+				}
+			}
+		}
+		alive = keep
 	}
-	return nil
 }
 
 func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nodes []*NodeInfo, d *Decision) *Status {
@@ -247,24 +285,63 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 			return st
 		}
 	}
-	totals := make([]int64, len(nodes))
+	// One parallel pass over chunks of nodes computes every plugin's raw
+	// scores (a BatchScorePlugin once per chunk); then each plugin's are
+	// normalized, weighted and summed in plugin order.
+	var active []WeightedScore
 	for _, ws := range p.Score {
-		pl := ws.Plugin
-		if state.skipScore[pl.Name()] {
-			continue
+		if !state.skipScore[ws.Plugin.Name()] {
+			active = append(active, ws)
 		}
-		scores := make([]NodeScore, len(nodes))
-		var firstErr atomic.Pointer[Status]
-		parallelize(p.Parallelism, len(nodes), func(i int) {
-			s, st := pl.Score(ctx, state, pod, nodes[i])
-			if !st.IsSuccess() {
-				st.Plugin = pl.Name()
-				firstErr.CompareAndSwap(nil, st)
+	}
+	raw := make([]int64, len(active)*len(nodes))
+	errs := make([]*Status, len(active))
+	var failed atomic.Bool
+	var errMu sync.Mutex
+	fail := func(k int, st *Status) {
+		st.Plugin = active[k].Plugin.Name()
+		errMu.Lock()
+		if errs[k] == nil {
+			errs[k] = st
+		}
+		errMu.Unlock()
+		failed.Store(true)
+	}
+	parallelizeChunks(p.Parallelism, len(nodes), func(lo, hi int) {
+		for k, ws := range active {
+			out := raw[k*len(nodes)+lo : k*len(nodes)+hi]
+			if bp, ok := ws.Plugin.(BatchScorePlugin); ok {
+				if st := bp.ScoreNodes(ctx, state, pod, nodes[lo:hi], out); !st.IsSuccess() {
+					fail(k, st)
+				}
+				continue
 			}
-			scores[i] = NodeScore{Name: nodes[i].Name(), Score: s}
-		})
-		if st := firstErr.Load(); st != nil {
-			return st
+			for i, n := range nodes[lo:hi] {
+				sc, st := ws.Plugin.Score(ctx, state, pod, n)
+				if !st.IsSuccess() {
+					fail(k, st)
+				}
+				out[i] = sc
+			}
+		}
+	})
+	if failed.Load() {
+		for _, st := range errs {
+			if st != nil {
+				return st
+			}
+		}
+	}
+	totals := make([]int64, len(nodes))
+	scores := make([]NodeScore, len(nodes))
+	ties := make([]uint64, len(nodes))
+	for i, n := range nodes {
+		ties[i] = tieBreak(pod.Key, n.Name())
+	}
+	for k, ws := range active {
+		pl := ws.Plugin
+		for i, n := range nodes {
+			scores[i] = NodeScore{Name: n.Name(), Score: raw[k*len(nodes)+i]}
 		}
 		if nz, ok := pl.(NormalizeScorePlugin); ok {
 			if st := nz.NormalizeScore(ctx, state, pod, scores); !st.IsSuccess() {
@@ -279,28 +356,28 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 			scores[i].Score *= ws.Weight
 			totals[i] += scores[i].Score
 		}
-		d.Scores = append(d.Scores, PluginScores{Plugin: pl.Name(), Weight: ws.Weight, Top: top(scores, pod.Key)})
+		d.Scores = append(d.Scores, PluginScores{Plugin: pl.Name(), Weight: ws.Weight, Top: top(scores, ties)})
 	}
 	all := make([]NodeScore, len(nodes))
 	for i, n := range nodes {
 		all[i] = NodeScore{Name: n.Name(), Score: totals[i]}
 	}
-	d.Totals = top(all, pod.Key)
+	d.Totals = top(all, ties)
 	d.Node = d.Totals[0].Name
 	return nil
 }
 
 // top returns the best TopScores of scores, best first; equal scores are
-// ordered by a hash of pod and node, so that ties spread pods over nodes
-// and still replay the same way.
-func top(scores []NodeScore, pod string) []NodeScore {
+// ordered by ties[i], a hash of pod and node (tieBreak), so that ties
+// spread pods over nodes and still replay the same way.
+func top(scores []NodeScore, ties []uint64) []NodeScore {
 	type ranked struct {
 		NodeScore
 		tie uint64
 	}
 	best := make([]ranked, 0, TopScores+1)
-	for _, s := range scores {
-		r := ranked{s, tieBreak(pod, s.Name)}
+	for i, s := range scores {
+		r := ranked{s, ties[i]}
 		i := len(best)
 		for i > 0 && (best[i-1].Score < r.Score || (best[i-1].Score == r.Score && best[i-1].tie < r.tie)) {
 			i--
@@ -330,34 +407,31 @@ func tieBreak(pod, node string) uint64 {
 	return h.Sum64()
 }
 
-// parallelize calls fn(0..n-1) on up to workers goroutines.
-func parallelize(workers, n int, fn func(i int)) {
+// parallelizeChunks splits [0, n) into contiguous chunks, about one per
+// worker and at least 16 long, and calls fn(lo, hi) for each on up to
+// workers goroutines. A chunk is what a BatchFilterPlugin or
+// BatchScorePlugin sees in one call.
+func parallelizeChunks(workers, n int, fn func(lo, hi int)) {
 	if workers <= 0 {
 		workers = 16
 	}
-	// Small pieces of work cost less inline than a goroutine hand-off.
+	chunk := max(16, (n+workers-1)/workers)
 	if n < 32 || workers == 1 {
-		for i := 0; i < n; i++ {
-			fn(i)
+		chunk = n
+	}
+	chunks := (n + chunk - 1) / chunk
+	if chunks <= 1 {
+		if n > 0 {
+			fn(0, n)
 		}
 		return
 	}
-	workers = min(workers, (n+15)/16)
-	var next atomic.Int64
 	var wg sync.WaitGroup
-	wg.Add(workers)
-	for w := 0; w < workers; w++ {
+	wg.Add(chunks)
+	for c := 0; c < chunks; c++ {
 		go func() {
 			defer wg.Done()
-			for {
-				i := int(next.Add(16)) - 16
-				if i >= n {
-					return
-				}
-				for j := i; j < min(i+16, n); j++ {
-					fn(j)
-				}
-			}
+			fn(c*chunk, min((c+1)*chunk, n))
 		}()
 	}
 	wg.Wait()

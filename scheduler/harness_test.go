@@ -24,7 +24,18 @@ type cluster struct {
 
 func newCluster(t testing.TB, profiles map[string]*Profile) *cluster {
 	t.Helper()
+	return newClusterWith(t, profiles, nil)
+}
+
+// newClusterWith is newCluster with the scheduler's appends going through
+// wrap (to hold or fail them).
+func newClusterWith(t testing.TB, profiles map[string]*Profile, wrap func(*events.Log) Appender) *cluster {
+	t.Helper()
 	l := testenv.Log(t, events.Config{})
+	var app Appender = l
+	if wrap != nil {
+		app = wrap(l)
+	}
 	store := projections.NewStore(projections.StoreOptions{})
 	quiet := slog.New(slog.DiscardHandler)
 	p, err := projections.NewProjector(projections.ProjectorConfig{Log: l, Store: store, Logger: quiet})
@@ -34,7 +45,7 @@ func newCluster(t testing.TB, profiles map[string]*Profile) *cluster {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
 	go func() { _ = p.Start(ctx); done <- struct{}{} }()
-	s, err := New(Options{Log: l, State: store, Profiles: profiles, Instance: "test", Logger: quiet})
+	s, err := New(Options{Log: app, State: store, Profiles: profiles, Instance: "test", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,15 @@ type FilterPlugin interface {
 	Filter(ctx context.Context, state *CycleState, pod *PodInfo, node *NodeInfo) *Status
 }
 
+// BatchFilterPlugin is a FilterPlugin that can also judge many nodes in
+// one call (a WebAssembly guest pays a fixed cost per call). The cycle
+// prefers FilterNodes when several nodes of a chunk are still feasible;
+// out[i] is nodes[i]'s status, as Filter would return it.
+type BatchFilterPlugin interface {
+	FilterPlugin
+	FilterNodes(ctx context.Context, state *CycleState, pod *PodInfo, nodes []*NodeInfo, out []*Status)
+}
+
 // PostFilterPlugin runs when no node passed Filter (for preemption); a
 // Success with a node name nominates that node.
 type PostFilterPlugin interface {
@@ -49,6 +58,13 @@ type PreScorePlugin interface {
 type ScorePlugin interface {
 	Plugin
 	Score(ctx context.Context, state *CycleState, pod *PodInfo, node *NodeInfo) (int64, *Status)
+}
+
+// BatchScorePlugin is a ScorePlugin that can also score many nodes in one
+// call: scores[i] is nodes[i]'s score; a non-nil status fails them all.
+type BatchScorePlugin interface {
+	ScorePlugin
+	ScoreNodes(ctx context.Context, state *CycleState, pod *PodInfo, nodes []*NodeInfo, scores []int64) *Status
 }
 
 // NormalizeScorePlugin is a ScorePlugin that rescales its scores to

@@ -11,42 +11,47 @@ import (
 // assumed pods the snapshot counted beyond its sequence (a replay adds them
 // back to the state at SnapshotSequence).
 func Record(d *Decision, cycle uint64, assumed []AssumedPod) (*structpb.Struct, error) {
-	rej := map[string]any{}
-	for r, n := range d.Rejections {
-		rej[r] = n
+	// Built as structpb values directly: this runs once per placement.
+	str, num := structpb.NewStringValue, structpb.NewNumberValue
+	obj := func(f map[string]*structpb.Value) *structpb.Value {
+		return structpb.NewStructValue(&structpb.Struct{Fields: f})
 	}
-	by := map[string]any{}
-	for p, n := range d.RejectedBy {
-		by[p] = n
+	list := func(v []*structpb.Value) *structpb.Value {
+		return structpb.NewListValue(&structpb.ListValue{Values: v})
 	}
-	vers := map[string]any{}
+	counts := func(m map[string]int) *structpb.Value {
+		f := make(map[string]*structpb.Value, len(m))
+		for k, n := range m {
+			f[k] = num(float64(n))
+		}
+		return obj(f)
+	}
+	nodeScores := func(ns []NodeScore) *structpb.Value {
+		out := make([]*structpb.Value, len(ns))
+		for i, s := range ns {
+			out[i] = obj(map[string]*structpb.Value{"node": str(s.Name), "score": num(float64(s.Score))})
+		}
+		return list(out)
+	}
+	vers := make(map[string]*structpb.Value, len(d.Versions))
 	for p, v := range d.Versions {
-		vers[p] = v
+		vers[p] = str(v)
 	}
-	scores := []any{}
+	scores := make([]*structpb.Value, 0, len(d.Scores))
 	for _, s := range d.Scores {
-		scores = append(scores, map[string]any{"plugin": s.Plugin, "weight": s.Weight, "top": nodeScores(s.Top)})
+		scores = append(scores, obj(map[string]*structpb.Value{"plugin": str(s.Plugin), "weight": num(float64(s.Weight)), "top": nodeScores(s.Top)}))
 	}
-	as := []any{}
+	as := make([]*structpb.Value, 0, len(assumed))
 	for _, a := range assumed {
-		as = append(as, map[string]any{"pod": a.Pod, "node": a.Node})
+		as = append(as, obj(map[string]*structpb.Value{"pod": str(a.Pod), "node": str(a.Node)}))
 	}
-	m := map[string]any{
-		"pod": d.Pod, "profile": d.Profile, "node": d.Node, "cycle": cycle,
-		"snapshotSequence": d.SnapshotSequence, "startIndex": d.StartIndex,
-		"numNodes": d.NumNodes, "evaluated": d.Evaluated, "feasible": d.Feasible,
-		"rejections": rej, "rejectedBy": by, "scores": scores, "totals": nodeScores(d.Totals),
-		"versions": vers, "assumed": as,
-	}
-	return structpb.NewStruct(m)
-}
-
-func nodeScores(ns []NodeScore) []any {
-	out := make([]any, len(ns))
-	for i, s := range ns {
-		out[i] = map[string]any{"node": s.Name, "score": s.Score}
-	}
-	return out
+	return &structpb.Struct{Fields: map[string]*structpb.Value{
+		"pod": str(d.Pod), "profile": str(d.Profile), "node": str(d.Node), "cycle": num(float64(cycle)),
+		"snapshotSequence": num(float64(d.SnapshotSequence)), "startIndex": num(float64(d.StartIndex)),
+		"numNodes": num(float64(d.NumNodes)), "evaluated": num(float64(d.Evaluated)), "feasible": num(float64(d.Feasible)),
+		"rejections": counts(d.Rejections), "rejectedBy": counts(d.RejectedBy), "scores": list(scores), "totals": nodeScores(d.Totals),
+		"versions": obj(vers), "assumed": list(as),
+	}}, nil
 }
 
 // RecordedDecision is a decision read back from a Bound event.

@@ -48,6 +48,12 @@ type Options struct {
 	Instance string
 	// BatchSize bounds the Bound events appended together (default 256).
 	BatchSize int
+	// BatchesInFlight bounds the batches of Bound events awaiting their
+	// acknowledgements (default 8).
+	BatchesInFlight int
+	// BindRetry is when a pod whose Bound append is still unanswered or
+	// failed (other than by a conflict) runs again (default 10s).
+	BindRetry time.Duration
 	Now       func() time.Time
 	Logger    *slog.Logger
 }
@@ -68,6 +74,10 @@ type Scheduler struct {
 	started atomic.Bool
 
 	binds chan *bindRequest
+
+	bindMu   sync.Mutex
+	binding  map[string]bool // pods whose Bound append is unanswered
+	bindIdle chan struct{}   // closed when binding empties
 
 	unschedMu sync.Mutex
 	unsched   map[projections.Key]bool // pods last found unschedulable
@@ -93,6 +103,12 @@ func New(cfg Options) (*Scheduler, error) {
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 256
 	}
+	if cfg.BatchesInFlight <= 0 {
+		cfg.BatchesInFlight = 8
+	}
+	if cfg.BindRetry <= 0 {
+		cfg.BindRetry = 10 * time.Second
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -100,7 +116,7 @@ func New(cfg Options) (*Scheduler, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Scheduler{cfg: cfg, cache: NewCache(), watches: []*watch{{kind: "Node"}, {kind: "Pod"}},
-		binds: make(chan *bindRequest, cfg.BatchSize*4), unsched: map[projections.Key]bool{}}, nil
+		binds: make(chan *bindRequest, cfg.BatchSize*4), binding: map[string]bool{}, unsched: map[projections.Key]bool{}}, nil
 }
 
 // Cache is the scheduler's cache (for tests and benchmarks).
@@ -246,11 +262,20 @@ func ProfileName(pod *v1.Pod) string {
 // PodScheduled is the condition type Schedule reports, as in Kubernetes.
 const PodScheduled = "PodScheduled"
 
-// Schedule runs one cycle for an unbound pod and appends its Bound event,
+// Schedule runs one cycle for an unbound pod and queues its Bound event,
 // or returns the status that says why it cannot be placed (phase Pending,
 // a PodScheduled=False condition with reason Unschedulable and the
 // kube-scheduler message). A pod that is bound already, or that names
 // another scheduler, is left alone.
+//
+// Binding is asynchronous (decision 0032): Schedule returns once the Bound
+// event is queued, with KeepStatus (the pod's status is written by the run
+// its Bound event triggers, so nothing is written before the binding
+// lands) and RequeueAfter BindRetry (a pod whose append fails runs again;
+// one that binds runs sooner, by its Bound event). The placement is
+// assumed until the projection shows the pod bound, so a burst never
+// overcommits; a failed append drops the assumption and unreserves. A
+// pod whose Bound is still unanswered is not scheduled again.
 func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcilers.Result, error) {
 	if !s.started.Load() {
 		return reconcilers.Result{}, errors.New("scheduler: not started")
@@ -272,6 +297,9 @@ func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcil
 	}
 	pi := NewPodInfo(pod)
 	key := projections.ObjectKey(obj)
+	if s.isBinding(pi.Key) {
+		return reconcilers.Result{KeepStatus: true, RequeueAfter: s.cfg.BindRetry}, nil
+	}
 
 	d, state, cycle, assumed, err := s.runCycle(ctx, prof, pi)
 	if err != nil {
@@ -290,12 +318,19 @@ func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcil
 		s.cache.Forget(pi.Key)
 		return podScheduled(false, "Unschedulable", fmt.Sprintf("%s rejected node %s: %s", st.Plugin, d.Node, st.Message())), nil
 	}
-	if err := s.bind(ctx, prof, state, obj, pi, d, cycle, assumed); err != nil {
-		s.unreserve(ctx, prof, state, pi, d.Node)
+	failed := func(err error) {
+		s.unreserve(context.Background(), prof, state, pi, d.Node)
 		s.cache.Forget(pi.Key)
+		if !errors.Is(err, events.ErrConflict) && !errors.Is(err, context.Canceled) {
+			// (A conflict: the pod changed since it was read; its new
+			// version runs again by itself.)
+			s.cfg.Logger.Warn("scheduler: bind failed; the pod runs again", "pod", pi.Key, "node", d.Node, "err", err)
+		}
+	}
+	queued, err := s.bind(ctx, prof, state, obj, pi, d, cycle, assumed, failed)
+	if err != nil {
+		failed(err)
 		if errors.Is(err, events.ErrConflict) {
-			// The pod changed since it was read; its new version runs
-			// again.
 			return reconcilers.Result{}, nil
 		}
 		return reconcilers.Result{}, err
@@ -303,7 +338,35 @@ func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcil
 	s.unschedMu.Lock()
 	delete(s.unsched, key)
 	s.unschedMu.Unlock()
-	return podScheduled(true, "Scheduled", "bound to node "+d.Node), nil
+	res := podScheduled(true, "Scheduled", "bound to node "+d.Node)
+	if queued {
+		res = podScheduled(true, "Scheduled", "binding to node "+d.Node)
+		res.KeepStatus, res.RequeueAfter = true, s.cfg.BindRetry
+	}
+	return res, nil
+}
+
+func (s *Scheduler) isBinding(pod string) bool {
+	s.bindMu.Lock()
+	defer s.bindMu.Unlock()
+	return s.binding[pod]
+}
+
+// Flush waits until every queued Bound event is answered.
+func (s *Scheduler) Flush(ctx context.Context) error {
+	for {
+		s.bindMu.Lock()
+		idle := s.bindIdle
+		s.bindMu.Unlock()
+		if idle == nil {
+			return nil
+		}
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // podScheduled is the status of a scheduling attempt, the Kubernetes way:
@@ -368,11 +431,15 @@ func (s *Scheduler) unreserve(ctx context.Context, p *Profile, state *CycleState
 }
 
 type bindRequest struct {
+	pod   string
 	entry events.Entry
-	done  chan error
+	// failed is called when the append fails.
+	failed func(error)
 }
 
-func (s *Scheduler) bind(ctx context.Context, p *Profile, state *CycleState, obj *schemas.Object, pi *PodInfo, d *Decision, cycle uint64, assumed []AssumedPod) error {
+// bind runs the Bind plugins, or queues the pod's Bound event (queued
+// true): failed is then called if the append fails.
+func (s *Scheduler) bind(ctx context.Context, p *Profile, state *CycleState, obj *schemas.Object, pi *PodInfo, d *Decision, cycle uint64, assumed []AssumedPod, failed func(error)) (queued bool, err error) {
 	for _, pl := range p.Bind {
 		st := pl.Bind(ctx, state, pi, d.Node)
 		if st.IsSkip() {
@@ -380,27 +447,40 @@ func (s *Scheduler) bind(ctx context.Context, p *Profile, state *CycleState, obj
 		}
 		if !st.IsSuccess() {
 			st.Plugin = pl.Name()
-			return st
+			return false, st
 		}
-		return nil
+		return false, nil
 	}
 	ev, err := BoundEvent(obj, d, cycle, assumed)
 	if err != nil {
-		return err
+		return false, err
 	}
 	ev.Actor = "scheduler/" + p.Name + "@" + s.cfg.Instance
 	ev.Time = timestamppb.New(s.cfg.Now())
-	req := &bindRequest{entry: events.Entry{Event: ev, Expect: obj.GetMetadata().GetResourceVersion()}, done: make(chan error, 1)}
+	req := &bindRequest{pod: pi.Key, entry: events.Entry{Event: ev, Expect: obj.GetMetadata().GetResourceVersion()}, failed: failed}
+	s.bindMu.Lock()
+	s.binding[pi.Key] = true
+	if s.bindIdle == nil {
+		s.bindIdle = make(chan struct{})
+	}
+	s.bindMu.Unlock()
 	select {
 	case s.binds <- req:
+		return true, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		s.bound(req.pod)
+		return false, ctx.Err()
 	}
-	select {
-	case err := <-req.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
+}
+
+// bound ends pod's binding.
+func (s *Scheduler) bound(pod string) {
+	s.bindMu.Lock()
+	defer s.bindMu.Unlock()
+	delete(s.binding, pod)
+	if len(s.binding) == 0 && s.bindIdle != nil {
+		close(s.bindIdle)
+		s.bindIdle = nil
 	}
 }
 
@@ -428,12 +508,15 @@ func BoundEvent(obj *schemas.Object, d *Decision, cycle uint64, assumed []Assume
 	}, nil
 }
 
-// bindLoop appends queued Bound events: whatever is queued when the last
-// append finished goes out together (up to BatchSize), pipelined.
+// bindLoop appends queued Bound events: whatever is queued goes out
+// together (up to BatchSize), and up to BatchesInFlight batches await
+// their acknowledgements at once.
 func (s *Scheduler) bindLoop(ctx context.Context) error {
-	batch := make([]*bindRequest, 0, s.cfg.BatchSize)
+	inFlight := make(chan struct{}, s.cfg.BatchesInFlight)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
-		batch = batch[:0]
+		batch := make([]*bindRequest, 0, 16)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -449,18 +532,26 @@ func (s *Scheduler) bindLoop(ctx context.Context) error {
 				break fill
 			}
 		}
-		entries := make([]events.Entry, len(batch))
-		for i, r := range batch {
-			entries[i] = r.entry
+		select {
+		case inFlight <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		_, errs := s.cfg.Log.AppendAsync(ctx, entries)
-		for i, r := range batch {
-			var err error
-			if errs != nil {
-				err = errs[i]
+		wg.Add(1)
+		go func() {
+			defer func() { <-inFlight; wg.Done() }()
+			entries := make([]events.Entry, len(batch))
+			for i, r := range batch {
+				entries[i] = r.entry
 			}
-			r.done <- err
-		}
+			_, errs := s.cfg.Log.AppendAsync(ctx, entries)
+			for i, r := range batch {
+				if errs != nil && errs[i] != nil {
+					r.failed(errs[i])
+				}
+				s.bound(r.pod)
+			}
+		}()
 	}
 }
 

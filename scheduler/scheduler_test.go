@@ -21,8 +21,8 @@ func TestScheduleAppendsBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := res.Conditions[0]; got.Type != PodScheduled || got.Status != "True" {
-		t.Fatalf("condition = %v, want PodScheduled True", got)
+	if got := res.Conditions[0]; got.Type != PodScheduled || got.Status != "True" || !res.KeepStatus || res.RequeueAfter == 0 {
+		t.Fatalf("result = %+v, want PodScheduled True, nothing written, a run again should the bind fail", res)
 	}
 	bound := c.waitBound([]projections.Key{{Kind: "Pod", Namespace: "default", Name: "a"}})
 	if n := bound[projections.Key{Kind: "Pod", Namespace: "default", Name: "a"}]; n != "n1" {
@@ -94,6 +94,9 @@ func TestScheduleStaleVersionConflicts(t *testing.T) {
 	if _, err := c.sched.Schedule(context.Background(), stale); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.sched.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if c.sched.Cache().IsAssumed("default/a") {
 		t.Fatal("a stays assumed after its Bound was rejected")
 	}
@@ -143,7 +146,7 @@ func TestBurstsNeverOvercommit(t *testing.T) {
 							t.Error(err)
 							continue
 						}
-						if strings.HasPrefix(res.Message, "bound") {
+						if strings.HasPrefix(res.Message, "binding") {
 							mu.Lock()
 							placed = append(placed, k)
 							mu.Unlock()

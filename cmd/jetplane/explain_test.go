@@ -91,10 +91,20 @@ func TestExplain(t *testing.T) {
 	if _, err := sched.Schedule(ctx, store.Get(podKey)); err != nil {
 		t.Fatal(err)
 	}
-	for store.Get(podKey).GetSpec().GetFields()["nodeName"] == nil {
-		if err := store.WaitFor(wctx, store.Seq()+1); err != nil {
-			t.Fatal("pod not bound:", err)
-		}
+	// Schedule returns once the Bound event is queued: wait for its
+	// answer, then for the projection to fold the whole log.
+	if err := sched.Flush(wctx); err != nil {
+		t.Fatal(err)
+	}
+	head, err := l.LastSequence(wctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.WaitFor(wctx, head); err != nil {
+		t.Fatal(err)
+	}
+	if store.Get(podKey).GetSpec().GetFields()["nodeName"] == nil {
+		t.Fatal("pod not bound")
 	}
 
 	run := func(args ...string) string {

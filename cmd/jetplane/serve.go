@@ -168,6 +168,7 @@ The Go garbage collector runs at GOGC=200 unless GOGC is set.`,
 	f.IntVar(&cfg.Log.Replicas, "replicas", 1, "replicas of the log stream (3 on a NATS cluster)")
 	f.DurationVar(&cfg.Log.MaxAge, "retention-age", 0, "drop events older than this (0 keeps them forever)")
 	f.Int64Var(&cfg.Log.MaxBytes, "retention-bytes", 0, "cap the log at this many bytes, dropping the oldest events (0 is unlimited)")
+	f.StringVar(&cfg.Pods.SchedulerConfig, "scheduler-config", "", "scheduler config file (YAML): profiles by schedulerName, their plugins, weights and args, WebAssembly plugins from a file (guestPath) or the image store (image: NAME:TAG); default: kube-scheduler's default plugins")
 	f.StringVar(&clusters, "clusters", "", "file (YAML or JSON) of Kubernetes clusters and resources to watch; see the README")
 	f.StringVar(&cfg.NATSTLS.CertFile, "nats-tls-cert", "", "certificate of the embedded NATS server: its client port speaks TLS only, and so do its routes")
 	f.StringVar(&cfg.NATSTLS.KeyFile, "nats-tls-key", "", "key of --nats-tls-cert")

@@ -144,6 +144,9 @@ type Server struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	done     sync.WaitGroup
+
+	watch     *storeWatch
+	restartMu sync.Mutex
 }
 
 // Start starts the server and waits until it accepts connections.
@@ -243,6 +246,9 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Logs {
 		ns.ConfigureLogger()
 	}
+	// The server's log says when its store breaks (see storage.go).
+	watch := &storeWatch{inner: ns.Logger()}
+	ns.SetLoggerV2(watch, opts.Debug, opts.Trace, false)
 	ns.Start()
 	const ready = 60 * time.Second
 	if !ns.ReadyForConnections(ready) {
@@ -250,9 +256,10 @@ func Start(cfg Config) (*Server, error) {
 		unlock()
 		return nil, fmt.Errorf("embedded nats: not ready after %s; run with --nats-log to see why", ready)
 	}
-	s := &Server{ns: ns, unlock: unlock, creds: creds, opts: opts, stop: make(chan struct{})}
-	s.done.Add(1)
+	s := &Server{ns: ns, unlock: unlock, creds: creds, opts: opts, stop: make(chan struct{}), watch: watch}
+	s.done.Add(2)
 	go s.watchCreds(loaded)
+	go s.mendStore()
 	return s, nil
 }
 

@@ -154,6 +154,13 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 			return nil, err
 		}
 		cfg.Logger.Info("embedded nats started", "store", cfg.DataDir, "url", a.srv.ClientURL(), "sync_always", cfg.SyncAlways, "credentials", a.srv.Creds().Dir())
+		// A failed append names the store's trouble (a full disk).
+		cfg.Log.StoreError = func(fresh bool) error {
+			if fresh {
+				return a.srv.StoreErrorNow()
+			}
+			return a.srv.StoreError()
+		}
 	}
 	var blobs *events.Blobs
 	if a.log, blobs, err = openLog(ctx, a.nc, cfg.Log, cfg.Logger); err != nil {
@@ -289,6 +296,13 @@ func openLog(ctx context.Context, nc *nats.Conn, cfg events.Config, logger *slog
 func (a *App) ready() error {
 	if !a.nc.IsConnected() {
 		return errors.New("not connected to nats")
+	}
+	if a.srv != nil {
+		// The log cannot be written (a full disk): not ready until it
+		// can, which the embedded server sees to once there is room.
+		if err := a.srv.StoreError(); err != nil {
+			return err
+		}
 	}
 	if !a.projector.Ready() {
 		return errors.New("projection still catching up with the log")
@@ -468,6 +482,9 @@ func (a *App) Run(ctx context.Context) error {
 		bridgeDone <- err
 	}
 	a.cfg.Logger.Info("shutting down")
+	// From now on the runtime claims no partition: one taken now would
+	// only be released again, or left claimed if the cluster goes away.
+	a.runtime.Drain()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = httpSrv.Shutdown(sctx)

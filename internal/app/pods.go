@@ -16,6 +16,7 @@ import (
 	"github.com/jetplane/jetplane/reconcilers/pod"
 	"github.com/jetplane/jetplane/reconcilers/pod/podspec"
 	"github.com/jetplane/jetplane/scheduler"
+	"github.com/jetplane/jetplane/scheduler/wasm"
 	"github.com/jetplane/jetplane/schemas"
 )
 
@@ -28,6 +29,11 @@ type PodsConfig struct {
 	// Scheduler places unbound pods; nil is the built-in one (package
 	// scheduler).
 	Scheduler pod.Scheduler
+	// SchedulerConfig is the built-in scheduler's config file (YAML, the
+	// profiles by schedulerName, their plugins, weights and args, including
+	// WebAssembly plugins from a file or the image store); empty runs the
+	// default profile.
+	SchedulerConfig string
 	// NodeGrace and NodeEviction: NotReady after a heartbeat is missing
 	// this long, pods NodeLost after NotReady this long (40 s, 5 min).
 	NodeGrace, NodeEviction time.Duration
@@ -82,7 +88,17 @@ func (a *App) podReconcilers(ctx context.Context) ([]reconcilers.Reconciler, err
 	}
 	sched := a.cfg.Pods.Scheduler
 	if sched == nil {
-		s, err := scheduler.New(scheduler.Options{Log: a.log, State: a.store, Instance: a.cfg.Instance, Logger: a.cfg.Logger})
+		opts := scheduler.Options{Log: a.log, State: a.store, Instance: a.cfg.Instance, Logger: a.cfg.Logger}
+		if path := a.cfg.Pods.SchedulerConfig; path != "" {
+			cfg, err := scheduler.LoadConfig(path)
+			if err != nil {
+				return nil, fmt.Errorf("--scheduler-config: %w", err)
+			}
+			if opts.Profiles, err = cfg.Build(wasm.RegistryWithImages(nodes.Images())); err != nil {
+				return nil, fmt.Errorf("--scheduler-config %s: %w", path, err)
+			}
+		}
+		s, err := scheduler.New(opts)
 		if err != nil {
 			return nil, err
 		}

@@ -33,6 +33,7 @@ type proc struct {
 	name    string
 	args    []string
 	dir     string // where its run files and log go
+	data    string // its data directory, when not <cluster dir>/<name>
 	starts  int
 	cmd     *exec.Cmd
 	c       *api.Client
@@ -292,7 +293,11 @@ func (c *cluster) connect() (*nats.Conn, error) {
 			continue
 		}
 		var opts []nats.Option
-		if opts, err = events.CredsOptions(filepath.Join(c.dir, p.name, "auth", auth.InstanceFile)); err != nil {
+		data := p.data
+		if data == "" {
+			data = filepath.Join(c.dir, p.name)
+		}
+		if opts, err = events.CredsOptions(filepath.Join(data, "auth", auth.InstanceFile)); err != nil {
 			continue
 		}
 		var nc *nats.Conn

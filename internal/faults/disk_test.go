@@ -2,6 +2,8 @@ package faults_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,7 +39,7 @@ func diskFull(t *testing.T, bin, dir string) diskRow {
 		t.Fatalf("the disk-full fault mounts a small tmpfs and needs root: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
-	p := &proc{name: "d1", dir: dir, natsName: "d1", args: []string{
+	p := &proc{name: "d1", dir: dir, natsName: "d1", data: filepath.Join(mnt, "data"), args: []string{
 		"--instance", "d1", "--listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
 		"--data", filepath.Join(mnt, "data"), "--sleep", "2ms",
 	}}
@@ -76,6 +78,11 @@ func diskFull(t *testing.T, bin, dir string) diskRow {
 	time.Sleep(10 * time.Second)
 	_, _, failedWhileFull := l.outage(full)
 	errsWhileFull := l.errors()
+	readyCode, readyBody := readyz(p.client().BaseURL)
+	t.Logf("  /readyz while full: %d %s", readyCode, readyBody)
+	if readyCode == http.StatusOK {
+		t.Errorf("/readyz answered ok while the disk was full")
+	}
 	if failedWhileFull == 0 {
 		t.Errorf("no apply failed while the disk was full")
 	}
@@ -84,7 +91,7 @@ func diskFull(t *testing.T, bin, dir string) diskRow {
 		t.Fatal(err)
 	}
 	freed := time.Now()
-	row := diskRow{faultRow: faultRow{name: "disk full (tmpfs of 48 MB filled by another file), then freed"}}
+	row := diskRow{faultRow: faultRow{name: fmt.Sprintf("disk full (tmpfs of 48 MB filled by another file), then freed; /readyz %d while full", readyCode)}}
 	if d, ok := recoveryWithin(c, freed, 20*time.Second); ok {
 		row.resumedWithoutRestart = true
 		row.recovered = d
@@ -111,4 +118,16 @@ func diskFull(t *testing.T, bin, dir string) diskRow {
 		t.Logf("  d1 logged %d lines, %d of them failed status writes", strings.Count(string(data), "\n"), strings.Count(string(data), "status write failed"))
 	}
 	return row
+}
+
+// readyz asks an instance's /readyz.
+func readyz(base string) (int, string) {
+	cl := &http.Client{Timeout: 5 * time.Second}
+	resp, err := cl.Get(base + "/readyz")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(b))
 }

@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/reconcilers"
+	"github.com/jetplane/jetplane/schemas"
 )
 
 var (
@@ -115,7 +118,7 @@ func TestFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() {
-		if t.Failed() {
+		if t.Failed() || *all {
 			t.Logf("logs and run files are in %s", dir)
 			return
 		}
@@ -205,26 +208,84 @@ func TestFaults(t *testing.T) {
 	}
 }
 
-// recovery applies a new change of a sentinel object again and again until
-// one is reconciled Ready, and returns how long after from that was.
+// recovery applies new changes to sentinel objects, one in each of the
+// log's 16 partitions, again and again until every partition has
+// reconciled one of them Ready, and returns how long after from that was:
+// the partitions the fault moved as well as the others.
 func recovery(t *testing.T, c *cluster, from time.Time) time.Duration {
 	t.Helper()
 	d, ok := recoveryWithin(c, from, 3*time.Minute)
 	if !ok {
-		t.Fatalf("no change was applied and reconciled within 3 minutes of %s", from.UTC().Format("15:04:05.000"))
+		t.Fatalf("not every partition applied and reconciled a change within 3 minutes of %s", from.UTC().Format("15:04:05.000"))
 	}
 	return d
 }
 
-// recoveryWithin is recovery giving up after budget.
+// sentinels are object names, one in each of the 16 partitions.
+var sentinels = func() []string {
+	byPartition := map[int]string{}
+	for i := 0; len(byPartition) < 16; i++ {
+		name := fmt.Sprint("sentinel-", i)
+		p := events.Partition(&schemas.ObjectKey{Kind: "Probe", Namespace: namespace, Name: name}, 16)
+		if _, ok := byPartition[p]; !ok {
+			byPartition[p] = name
+		}
+	}
+	out := make([]string, 0, 16)
+	for p := range 16 {
+		out = append(out, byPartition[p])
+	}
+	return out
+}()
+
+// recoveryWithin is recovery giving up after budget. Its requests go first
+// to the process that answered the last one, each with a short timeout: a
+// paused process takes connections and never answers, and waiting on it
+// would count in the time to recover.
 func recoveryWithin(c *cluster, from time.Time, budget time.Duration) (time.Duration, bool) {
 	deadline := time.Now().Add(budget)
+	done := map[string]bool{}
+	said := false
+	good := 0
+	ask := func(timeout time.Duration, fn func(ctx context.Context, cl *api.Client) error) error {
+		err := errors.New("no process is running")
+		for i := range c.procs {
+			j := (good + i) % len(c.procs)
+			p := c.procs[j]
+			if !p.alive() {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			err = fn(ctx, p.client())
+			cancel()
+			if err == nil {
+				good = j
+				return nil
+			}
+		}
+		return err
+	}
 	for gen := 1; time.Now().Before(deadline); gen++ {
-		doc := fmt.Sprintf(`{"apiVersion":"v1","kind":"Probe","metadata":{"name":"sentinel","namespace":%q},"spec":{"n":%d,"at":%q}}`, namespace, gen, time.Now().Format(time.RFC3339Nano))
-		_, err := anyClient(c, func(ctx context.Context, cl *api.Client) (*api.ApplyResponse, error) {
-			ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			defer cancel()
-			return cl.Apply(ctx, "faults", []byte(doc), "")
+		if !said && time.Since(from) > 30*time.Second {
+			said = true
+			var pending []string
+			for p, name := range sentinels {
+				if !done[name] {
+					pending = append(pending, fmt.Sprintf("%s (partition %d)", name, p))
+				}
+			}
+			c.t.Logf("  %s after the fault, not yet reconciled: %s", time.Since(from).Round(time.Second), strings.Join(pending, ", "))
+		}
+		var sb strings.Builder
+		for _, name := range sentinels {
+			if !done[name] {
+				fmt.Fprintf(&sb, `{"apiVersion":"v1","kind":"Probe","metadata":{"name":%q,"namespace":%q},"spec":{"n":%d,"at":%q}}`+"\n---\n",
+					name, namespace, gen, time.Now().Format(time.RFC3339Nano))
+			}
+		}
+		err := ask(3*time.Second, func(ctx context.Context, cl *api.Client) error {
+			_, err := cl.Apply(ctx, "faults", []byte(sb.String()), "")
+			return err
 		})
 		if err != nil {
 			time.Sleep(100 * time.Millisecond)
@@ -232,14 +293,24 @@ func recoveryWithin(c *cluster, from time.Time, budget time.Duration) (time.Dura
 		}
 		waitUntil := time.Now().Add(3 * time.Second)
 		for time.Now().Before(waitUntil) {
-			raw, err := anyClient(c, func(ctx context.Context, cl *api.Client) ([]byte, error) {
-				return cl.Get(ctx, api.Key{Kind: "Probe", Namespace: namespace, Name: "sentinel"})
-			})
-			if err == nil {
-				if o, err := api.DecodeObject(raw); err == nil && int(o.Spec.GetFields()["n"].GetNumberValue()) == gen &&
-					reconcilers.IsReady(o) && o.Status.ObservedGeneration == o.Metadata.Generation {
-					return time.Since(from), true
+			_ = ask(time.Second, func(ctx context.Context, cl *api.Client) error {
+				list, err := cl.List(ctx, api.Query{Kind: "Probe", Namespace: namespace})
+				if err != nil {
+					return err
 				}
+				for _, raw := range list.Items {
+					o, err := api.DecodeObject(raw)
+					if err != nil || !strings.HasPrefix(o.Metadata.Name, "sentinel-") {
+						continue
+					}
+					if int(o.Spec.GetFields()["n"].GetNumberValue()) == gen && reconcilers.IsReady(o) && o.Status.ObservedGeneration == o.Metadata.Generation {
+						done[o.Metadata.Name] = true
+					}
+				}
+				return nil
+			})
+			if len(done) == len(sentinels) {
+				return time.Since(from), true
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

@@ -23,6 +23,11 @@ import (
 // ErrCrashed is what a crashed instance's calls to the bucket return.
 var ErrCrashed = errors.New("memberfake: instance crashed")
 
+// LeaseMargin is how long before it could be counted gone (Expiry after
+// its last heartbeat) an instance's lease ends, as events.Members has it
+// with the default heartbeat.
+const LeaseMargin = 500 * time.Millisecond
+
 // Cluster is the shared bucket and clock.
 type Cluster struct {
 	mu      sync.Mutex
@@ -37,6 +42,14 @@ type Cluster struct {
 	hang        map[string]bool
 	live        []string
 	changed     chan struct{}
+	leases      map[string]*lease
+}
+
+// lease is an instance's membership lease on the fake clock.
+type lease struct {
+	until  time.Time
+	lost   chan struct{}
+	closed bool
 }
 
 // New returns an empty cluster whose instances expire after expiry of
@@ -44,7 +57,7 @@ type Cluster struct {
 func New(expiry time.Duration) *Cluster {
 	return &Cluster{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), expiry: expiry, beat: map[string]time.Time{},
 		crashed: map[string]bool{}, claims: map[int]string{}, failRelease: map[string]bool{}, hang: map[string]bool{},
-		changed: make(chan struct{})}
+		changed: make(chan struct{}), leases: map[string]*lease{}}
 }
 
 // Join is a reconcilers.JoinFunc.
@@ -52,9 +65,34 @@ func (c *Cluster) Join(_ context.Context, instance string, _ events.MemberOption
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.crashed, instance)
-	c.beat[instance] = c.now
+	c.leases[instance] = &lease{lost: make(chan struct{})}
+	c.beatLocked(instance)
 	c.refresh()
-	return &member{c: c, self: instance}, nil
+	return &member{c: c, self: instance, lease: c.leases[instance]}, nil
+}
+
+// beatLocked records a heartbeat of instance now: its lease runs to
+// Expiry-LeaseMargin from now, a new lease if the last one ended.
+func (c *Cluster) beatLocked(instance string) {
+	c.beat[instance] = c.now
+	l := c.leases[instance]
+	if l == nil {
+		return
+	}
+	if l.closed {
+		l.lost, l.closed = make(chan struct{}), false
+	}
+	l.until = c.now.Add(c.expiry - LeaseMargin)
+}
+
+// expireLocked ends the leases whose time has come on the fake clock.
+func (c *Cluster) expireLocked() {
+	for _, l := range c.leases {
+		if !l.closed && !c.now.Before(l.until) {
+			close(l.lost)
+			l.closed = true
+		}
+	}
 }
 
 // Advance moves the clock by d: every instance not crashed beats, and
@@ -65,9 +103,10 @@ func (c *Cluster) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 	for name := range c.beat {
 		if !c.crashed[name] {
-			c.beat[name] = c.now
+			c.beatLocked(name)
 		}
 	}
+	c.expireLocked()
 	c.refresh()
 }
 
@@ -77,6 +116,25 @@ func (c *Cluster) Crash(instance string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.crashed[instance] = true
+}
+
+// Pause cuts instance off from the bucket while its runtime goes on, as a
+// process paused (SIGSTOP) or cut off from the cluster's quorum would be:
+// its heartbeats stop and its calls to the bucket fail, so the others
+// count it gone after Expiry, and its lease ends LeaseMargin before that.
+func (c *Cluster) Pause(instance string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.crashed[instance] = true
+}
+
+// Resume reconnects a paused instance: it beats again at once.
+func (c *Cluster) Resume(instance string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.crashed, instance)
+	c.beatLocked(instance)
+	c.refresh()
 }
 
 // FailReleases makes instance's releases fail (hang: block until their
@@ -105,6 +163,14 @@ func (c *Cluster) Live() []string {
 	return slices.Clone(c.live)
 }
 
+// Leased reports whether instance's lease holds.
+func (c *Cluster) Leased(instance string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.leases[instance]
+	return l != nil && !l.closed
+}
+
 // refresh recomputes the live set and wakes every waiter; c.mu is held.
 func (c *Cluster) refresh() {
 	var live []string
@@ -120,8 +186,9 @@ func (c *Cluster) refresh() {
 }
 
 type member struct {
-	c    *Cluster
-	self string
+	c     *Cluster
+	self  string
+	lease *lease
 }
 
 var _ reconcilers.Members = (*member)(nil)
@@ -138,6 +205,14 @@ func (m *member) Live() ([]string, <-chan struct{}) {
 		slices.Sort(live)
 	}
 	return live, m.c.changed
+}
+
+// Lease reports the instance's lease; its end is given on the real clock,
+// as far ahead of time.Now as it is ahead of the fake clock.
+func (m *member) Lease() (time.Time, <-chan struct{}) {
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	return time.Now().Add(m.lease.until.Sub(m.c.now)), m.lease.lost
 }
 
 func (m *member) Claim(ctx context.Context, p int) error {
@@ -191,6 +266,10 @@ func (m *member) Leave(context.Context) error {
 		return ErrCrashed
 	}
 	delete(m.c.beat, m.self)
+	if !m.lease.closed {
+		close(m.lease.lost)
+		m.lease.closed = true
+	}
 	m.c.refresh()
 	return nil
 }

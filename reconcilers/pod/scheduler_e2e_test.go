@@ -3,10 +3,14 @@ package pod_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jetplane/jetplane/internal/app"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
 )
@@ -61,5 +65,44 @@ func TestABurstOfUnboundPodsLandsOnNodesAndRuns(t *testing.T) {
 	}
 	if ran["n1"] == 0 || ran["n2"] == 0 {
 		t.Fatalf("the burst ran %v: one node got nothing", ran)
+	}
+}
+
+// serve's --scheduler-config gives the scheduler its profiles: a pod that
+// names the config's second profile is placed by it, and its Bound event
+// records that profile.
+func TestTheSchedulerConfigFileSelectsTheProfile(t *testing.T) {
+	c := startCluster(t, func(cfg *app.Config) { cfg.Pods.SchedulerConfig = "../../scheduler/testdata/most.yaml" })
+	c.push("workload:v1", workload(t))
+	c.wait(projections.Key{Kind: "Node", Name: "n1"}, "Ready", 2*time.Minute, func(o *schemas.Object) bool { return o.GetStatus().GetPhase() == "Ready" })
+	doc := strings.Replace(podYAML("packed", "", "Never", "workload:v1", "hello"), "  nodeName: \n", "  schedulerName: binpack\n", 1)
+	c.apply(doc)
+	k := podKey("default", "packed")
+	c.waitPhase(k, "Completed")
+	all, err := c.app.Log().History(context.Background(), k.Proto())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var profile string
+	for _, ev := range all {
+		if ev.Type == schemas.EventType_EVENT_TYPE_BOUND {
+			profile = ev.GetDetail().GetFields()["profile"].GetStringValue()
+		}
+	}
+	if profile != "binpack" {
+		t.Fatalf("the pod was bound by profile %q, want binpack (from --scheduler-config)", profile)
+	}
+}
+
+// A config file that does not parse stops serve at start, naming the flag.
+func TestABadSchedulerConfigStopsServe(t *testing.T) {
+	bad := t.TempDir() + "/sched.yaml"
+	if err := os.WriteFile(bad, []byte("profiles:\n- schedulerNam: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := app.New(t.Context(), app.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", NATSPort: -1,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Pods: app.PodsConfig{SchedulerConfig: bad}})
+	if err == nil || !strings.Contains(err.Error(), "--scheduler-config") || !strings.Contains(err.Error(), "schedulerNam") {
+		t.Fatalf("app.New with a bad scheduler config: %v, want an error naming --scheduler-config and the field", err)
 	}
 }

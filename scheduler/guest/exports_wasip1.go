@@ -58,7 +58,9 @@ func fetch(fn func(ptr, limit uint32) uint32) []byte {
 var (
 	podCycle uint64 = ^uint64(0)
 	pod      *Pod
-	nodes    = map[uint64]cachedNode{}
+	// nodes are the decoded nodes by slot (the host numbers nodes densely
+	// from 0).
+	nodes []cachedNode
 )
 
 type cachedNode struct {
@@ -66,32 +68,53 @@ type cachedNode struct {
 	node *Node
 }
 
-func current() (*Pod, *Node, bool) {
+func currentPod() (*Pod, bool) {
 	if area[0] != podCycle {
 		p, err := DecodePod(fetch(hostPod))
 		if err != nil {
-			return nil, nil, false
+			return nil, false
 		}
 		pod, podCycle = p, area[0]
 	}
-	c, ok := nodes[area[1]]
-	if !ok || c.rev != area[2] {
-		n, err := DecodeNode(fetch(hostNode))
-		if err != nil {
-			return nil, nil, false
-		}
-		c = cachedNode{rev: area[2], node: n}
-		nodes[area[1]] = c
-	}
-	return pod, c.node, true
+	return pod, true
 }
 
-func reason(s string) {
-	if s == "" {
-		return
+// nodeAt returns the node in slot at revision rev, decoding what get
+// returns when the cached one is older. Slots past a million are not
+// cached (a host bug; the guest stays small).
+func nodeAt(slot, rev uint64, get func() []byte) (*Node, bool) {
+	if slot < uint64(len(nodes)) && nodes[slot].node != nil && nodes[slot].rev == rev {
+		return nodes[slot].node, true
 	}
-	b := []byte(s)
-	hostStatusReason(uint32(uintptr(unsafe.Pointer(&b[0]))), uint32(len(b)))
+	n, err := DecodeNode(get())
+	if err != nil {
+		return nil, false
+	}
+	if slot < 1<<20 {
+		for uint64(len(nodes)) <= slot {
+			nodes = append(nodes, cachedNode{})
+		}
+		nodes[slot] = cachedNode{rev: rev, node: n}
+	}
+	return n, true
+}
+
+func current() (*Pod, *Node, bool) {
+	p, ok := currentPod()
+	if !ok {
+		return nil, nil, false
+	}
+	n, ok := nodeAt(area[1], area[2], func() []byte { return fetch(hostNode) })
+	return p, n, ok
+}
+
+// ptr is the address of a string's bytes in linear memory (no copy).
+func ptr(s string) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.StringData(s)))) }
+
+func reason(s string) {
+	if s != "" {
+		hostStatusReason(ptr(s), uint32(len(s)))
+	}
 }
 
 //go:wasmexport filter
@@ -122,6 +145,78 @@ func score() uint64 {
 	s, code, r := scorePlugin.Score(p, n)
 	reason(r)
 	return uint64(s)<<32 | uint64(code)
+}
+
+// The batch ABI (decision 0031): the host writes each node's slot and
+// revision into an entry, calls jetplane_filter_nodes(n) or
+// jetplane_score_nodes(n), and reads each entry's result (a filter's code,
+// or score<<32 | code). A node the guest has not decoded at that revision
+// comes from node_at(i), a reason goes to reason_at(i).
+
+//go:wasmimport jetplane node_at
+func hostNodeAt(i, ptr, limit uint32) uint32
+
+//go:wasmimport jetplane reason_at
+func hostReasonAt(i, ptr, size uint32)
+
+type batchEntry struct {
+	slot, rev, result uint64
+}
+
+var batch [512]batchEntry
+
+// jetplane_batch_area is the address of the entries, with their count in
+// the high 32 bits.
+//
+//go:wasmexport jetplane_batch_area
+func jetplaneBatchArea() uint64 {
+	return uint64(uintptr(unsafe.Pointer(&batch))) | uint64(len(batch))<<32
+}
+
+// each runs fn over the batch's first n nodes; it returns 1 when the pod
+// or a node cannot be decoded.
+func each(n uint32, fn func(i uint32, p *Pod, node *Node) (uint64, string)) uint32 {
+	p, ok := currentPod()
+	if !ok || int(n) > len(batch) {
+		return 1
+	}
+	for i := uint32(0); i < n; i++ {
+		e := &batch[i]
+		node, ok := nodeAt(e.slot, e.rev, func() []byte {
+			return fetch(func(ptr, limit uint32) uint32 { return hostNodeAt(i, ptr, limit) })
+		})
+		if !ok {
+			return 1
+		}
+		res, r := fn(i, p, node)
+		e.result = res
+		if r != "" {
+			hostReasonAt(i, ptr(r), uint32(len(r)))
+		}
+	}
+	return 0
+}
+
+//go:wasmexport jetplane_filter_nodes
+func filterNodes(n uint32) uint32 {
+	if filterPlugin == nil {
+		return 1
+	}
+	return each(n, func(_ uint32, p *Pod, node *Node) (uint64, string) {
+		code, r := filterPlugin.Filter(p, node)
+		return uint64(code), r
+	})
+}
+
+//go:wasmexport jetplane_score_nodes
+func scoreNodes(n uint32) uint32 {
+	if scorePlugin == nil {
+		return 1
+	}
+	return each(n, func(_ uint32, p *Pod, node *Node) (uint64, string) {
+		s, code, r := scorePlugin.Score(p, node)
+		return uint64(s)<<32 | uint64(code), r
+	})
 }
 
 // Config returns the plugin's args (the guestConfig string of its

@@ -8,7 +8,9 @@
 // guest exports of the kube-scheduler-wasm-extension ABI (filter, score)
 // and decodes the pod and nodes the host passes as Kubernetes protobuf. It
 // decodes the pod once per scheduling cycle and each node once per node
-// revision, keeping decoded nodes between calls (decision 0018).
+// revision, keeping decoded nodes between calls (decision 0018), and
+// exports jetplane's batch calls, so the host judges many nodes per call
+// (decision 0031).
 //
 // The types here carry the fields plugins commonly need, decoded without
 // k8s.io/api so that a plugin stays small and quick to compile.
@@ -40,12 +42,18 @@ type Node struct {
 	Taints        []Taint
 }
 
+// Label is one key and value.
+type Label struct{ Key, Value string }
+
 // Pod is the part of a v1.Pod plugins see.
 type Pod struct {
 	Name, Namespace string
 	Labels          map[string]string
 	NodeSelector    map[string]string
-	NodeName        string
+	// NodeSelectorList is NodeSelector as a list, in the order the pod
+	// carries it: quicker to walk than the map in WebAssembly.
+	NodeSelectorList []Label
+	NodeName         string
 }
 
 // FilterPlugin says whether a node can run a pod; a non-empty reason

@@ -57,6 +57,21 @@ func mapEntry(m map[string]string, raw []byte) (map[string]string, error) {
 	return m, err
 }
 
+// appendEntry appends a well-formed map entry as a Label.
+func appendEntry(list []Label, raw []byte) []Label {
+	var l Label
+	_ = fields(raw, func(num protowire.Number, typ protowire.Type, raw []byte, _ uint64) error {
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			l.Key = string(raw)
+		case num == 2 && typ == protowire.BytesType:
+			l.Value = string(raw)
+		}
+		return nil
+	})
+	return append(list, l)
+}
+
 // meta decodes the ObjectMeta fields name (1), namespace (3), labels (11).
 func meta(raw []byte, name, namespace *string, labels *map[string]string) error {
 	return fields(raw, func(num protowire.Number, typ protowire.Type, raw []byte, _ uint64) error {
@@ -131,6 +146,9 @@ func DecodePod(b []byte) (*Pod, error) {
 				switch num {
 				case 7:
 					p.NodeSelector, err = mapEntry(p.NodeSelector, raw)
+					if err == nil {
+						p.NodeSelectorList = appendEntry(p.NodeSelectorList, raw)
+					}
 				case 10:
 					p.NodeName = string(raw)
 				}

@@ -32,7 +32,8 @@ func TestDecodeNodeAndPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantPod := &Pod{Name: "p", Namespace: "ns", Labels: pod.Labels, NodeSelector: pod.Spec.NodeSelector, NodeName: "n1"}
+	wantPod := &Pod{Name: "p", Namespace: "ns", Labels: pod.Labels, NodeSelector: pod.Spec.NodeSelector,
+		NodeSelectorList: []Label{{"zone", "a"}}, NodeName: "n1"}
 	if !reflect.DeepEqual(gp, wantPod) {
 		t.Fatalf("pod %+v, want %+v", gp, wantPod)
 	}

@@ -112,6 +112,28 @@ func (c *cluster) apply(tb testing.TB, objs []*schemas.Object) {
 	}
 }
 
+// bound counts the pods the projection shows bound once it has folded
+// the whole log.
+func (c *cluster) bound(tb testing.TB) int {
+	tb.Helper()
+	ctx := context.Background()
+	last, err := c.log.LastSequence(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := c.store.WaitFor(ctx, last); err != nil {
+		tb.Fatal(err)
+	}
+	objs, _ := c.store.List(projections.Query{Kind: "Pod"})
+	n := 0
+	for _, o := range objs {
+		if o.GetSpec().GetFields()["nodeName"].GetStringValue() != "" {
+			n++
+		}
+	}
+	return n
+}
+
 // Guest modules are built from source once per test run.
 var (
 	buildOnce sync.Once

@@ -21,6 +21,7 @@ var (
 		"trap":        "./testdata/trap",
 		"loop":        "./testdata/loop",
 		"hog":         "./testdata/hog",
+		"plain":       "./testdata/plain",
 	}
 )
 

@@ -88,15 +88,42 @@ func dedupe(nodes []*scheduler.NodeInfo) []*scheduler.NodeInfo {
 	return out
 }
 
+// perNode hides a guest's batch calls: the framework calls it one node at
+// a time, as it calls a guest of the extension's shape.
+type perNode struct{ pl scheduler.Plugin }
+
+func (p perNode) Name() string { return p.pl.Name() }
+func (p perNode) Filter(ctx context.Context, s *scheduler.CycleState, pod *scheduler.PodInfo, n *scheduler.NodeInfo) *scheduler.Status {
+	return p.pl.(scheduler.FilterPlugin).Filter(ctx, s, pod, n)
+}
+
+type perNodeScore struct{ pl scheduler.Plugin }
+
+func (p perNodeScore) Name() string { return p.pl.Name() }
+func (p perNodeScore) Score(ctx context.Context, s *scheduler.CycleState, pod *scheduler.PodInfo, n *scheduler.NodeInfo) (int64, *scheduler.Status) {
+	return p.pl.(scheduler.ScorePlugin).Score(ctx, s, pod, n)
+}
+
 // TestNativeAndWasmPlaceIdentically runs the same filter and scorer written
-// natively and as guests on 10,000 random cases.
+// natively and as guests on 10,000 random cases, the guests called in
+// batches (decision 0031) and one node at a time.
 func TestNativeAndWasmPlaceIdentically(t *testing.T) {
 	native := &scheduler.Profile{Name: "native", Parallelism: 4}
 	native.AddPlugin(nativeLabelFilter{}, 1)
 	native.AddPlugin(nativeNodeNumber{}, 1)
 	guest := &scheduler.Profile{Name: "wasm", Parallelism: 4}
-	guest.AddPlugin(loadGuest(t, "labelfilter"), 1)
-	guest.AddPlugin(loadGuest(t, "nodenumber"), 1)
+	lf, nn := loadGuest(t, "labelfilter"), loadGuest(t, "nodenumber")
+	if _, ok := lf.(scheduler.BatchFilterPlugin); !ok {
+		t.Fatal("labelfilter does not filter in batches")
+	}
+	if _, ok := nn.(scheduler.BatchScorePlugin); !ok {
+		t.Fatal("nodenumber does not score in batches")
+	}
+	guest.AddPlugin(lf, 1)
+	guest.AddPlugin(nn, 1)
+	single := &scheduler.Profile{Name: "wasm-per-node", Parallelism: 4}
+	single.AddPlugin(perNode{lf}, 1)
+	single.AddPlugin(perNodeScore{nn}, 1)
 
 	rng := rand.New(rand.NewPCG(7, 7))
 	placed := 0
@@ -110,6 +137,10 @@ func TestNativeAndWasmPlaceIdentically(t *testing.T) {
 		if a.Node != b.Node || a.Message() != b.Message() || fmt.Sprint(a.Totals) != fmt.Sprint(b.Totals) {
 			t.Fatalf("case %d: native %q %q %v, wasm %q %q %v", i, a.Node, a.Message(), a.Totals, b.Node, b.Message(), b.Totals)
 		}
+		c := scheduler.Cycle(context.Background(), single, scheduler.NewCycleState(snap, uint64(i+1)), pi, start)
+		if a.Node != c.Node || a.Message() != c.Message() || fmt.Sprint(a.Totals) != fmt.Sprint(c.Totals) {
+			t.Fatalf("case %d: native %q %q %v, wasm one node a call %q %q %v", i, a.Node, a.Message(), a.Totals, c.Node, c.Message(), c.Totals)
+		}
 		if a.Node != "" {
 			placed++
 		}
@@ -120,31 +151,37 @@ func TestNativeAndWasmPlaceIdentically(t *testing.T) {
 }
 
 // TestFaultyGuestsFailCleanly: a guest that traps, loops or exhausts its
-// memory fails the call with a reason, and the next calls work.
+// memory fails the call with a reason, and the next calls work; with one
+// node (a call per node) and with two (a batch call).
 func TestFaultyGuestsFailCleanly(t *testing.T) {
 	for _, tc := range []struct{ guest, want string }{
 		{"trap", "guest failed"},
 		{"loop", "past its 200ms budget"},
 		{"hog", "its instance was replaced"}, // out of memory, or past the budget on a slow machine
 	} {
-		t.Run(tc.guest, func(t *testing.T) {
-			prof := &scheduler.Profile{Name: tc.guest}
-			prof.AddPlugin(loadGuest(t, tc.guest), 1)
-			nodes := []*scheduler.NodeInfo{scheduler.NewNodeInfo(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, 1)}
-			snap := scheduler.NewSnapshot(1, nodes)
-			for round := 0; round < 2; round++ {
-				bad := scheduler.NewPodInfo(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default"}})
-				d := scheduler.Cycle(context.Background(), prof, scheduler.NewCycleState(snap, uint64(10*round+1)), bad, 0)
-				if d.Node != "" || d.Status == nil || d.Status.Code != scheduler.Error || !strings.Contains(d.Message(), tc.want) {
-					t.Fatalf("bad pod: node %q status %v, want an Error with %q", d.Node, d.Status, tc.want)
+		for _, count := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%s/nodes=%d", tc.guest, count), func(t *testing.T) {
+				prof := &scheduler.Profile{Name: tc.guest}
+				prof.AddPlugin(loadGuest(t, tc.guest), 1)
+				var nodes []*scheduler.NodeInfo
+				for i := 1; i <= count; i++ {
+					nodes = append(nodes, scheduler.NewNodeInfo(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", i)}}, 1))
 				}
-				good := scheduler.NewPodInfo(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "good", Namespace: "default"}})
-				d = scheduler.Cycle(context.Background(), prof, scheduler.NewCycleState(snap, uint64(10*round+2)), good, 0)
-				if d.Node != "n1" {
-					t.Fatalf("after a failed call, good pod: node %q status %v", d.Node, d.Status)
+				snap := scheduler.NewSnapshot(1, nodes)
+				for round := 0; round < 2; round++ {
+					bad := scheduler.NewPodInfo(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default"}})
+					d := scheduler.Cycle(context.Background(), prof, scheduler.NewCycleState(snap, uint64(10*round+1)), bad, 0)
+					if d.Node != "" || d.Status == nil || d.Status.Code != scheduler.Error || !strings.Contains(d.Message(), tc.want) {
+						t.Fatalf("bad pod: node %q status %v, want an Error with %q", d.Node, d.Status, tc.want)
+					}
+					good := scheduler.NewPodInfo(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "good", Namespace: "default"}})
+					d = scheduler.Cycle(context.Background(), prof, scheduler.NewCycleState(snap, uint64(10*round+2)), good, 0)
+					if d.Node == "" {
+						t.Fatalf("after a failed call, good pod: node %q status %v", d.Node, d.Status)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
@@ -223,5 +260,34 @@ func TestReadmeConfig(t *testing.T) {
 		if s.Plugin.Name() == "NodeResourcesBalancedAllocation" {
 			t.Error("BalancedAllocation still scores in binpack")
 		}
+	}
+}
+
+// TestExtensionShapedGuest: a guest without the SDK's exports (no context
+// area, no batch calls) loads and is called one node at a time, fetching
+// the node on every call.
+func TestExtensionShapedGuest(t *testing.T) {
+	pl := loadGuest(t, "plain")
+	p := pl.(filterOnly).Plugin
+	if p.hasArea || p.filtBatch {
+		t.Fatalf("plain guest: area %v, batch %v", p.hasArea, p.filtBatch)
+	}
+	prof := &scheduler.Profile{Name: "plain", Parallelism: 1}
+	prof.AddPlugin(pl, 1)
+	var nodes []*scheduler.NodeInfo
+	for i, name := range []string{"ok-1", "nope-2", "ok-3", "nope-4"} {
+		nodes = append(nodes, scheduler.NewNodeInfo(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, uint64(i+1)))
+	}
+	snap := scheduler.NewSnapshot(1, nodes)
+	pod := scheduler.NewPodInfo(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}})
+	p.nodeFetches.Store(0)
+	for cycle := uint64(1); cycle <= 2; cycle++ {
+		d := scheduler.Cycle(context.Background(), prof, scheduler.NewCycleState(snap, cycle), pod, 0)
+		if d.Feasible != 2 || d.Rejections["node(s) said nope"] != 2 || !strings.HasPrefix(d.Node, "ok-") {
+			t.Fatalf("cycle %d: feasible %d, rejections %v, node %q", cycle, d.Feasible, d.Rejections, d.Node)
+		}
+	}
+	if got := p.nodeFetches.Load(); got != 8 {
+		t.Errorf("nodes fetched %d times in 2 cycles of 4 nodes, want 8 (every call)", got)
 	}
 }

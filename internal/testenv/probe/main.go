@@ -2,10 +2,17 @@
 // need real processes: it reconciles kind Probe by sleeping (--sleep) and
 // records every run, outside jetplane, as lines in a file (--runs):
 //
-//	start <instance> <key> <generation> <unix-nanos>
-//	end   <instance> <key> <generation> <unix-nanos>
+//	start  <instance> <key> <generation> <unix-nanos>
+//	end    <instance> <key> <generation> <unix-nanos>
+//	cancel <instance> <key> <generation> <unix-nanos>
 //
-// A run killed part-way leaves a start without an end.
+// A run's side effect is its end line, written only while the run's
+// context holds (so only while the instance's membership lease holds). A
+// run whose context ended writes a cancel line instead, with the time after
+// which it did nothing: now, or the end of the lease it ran under if that
+// came first (a process paused mid-run resumes long after its lease ended,
+// finds its context cancelled, and stops). A run killed part-way leaves a
+// start alone.
 //
 // With --nats-only it runs just a NATS node (the embedded server, with the
 // cluster flags), for tests whose jetplane processes use an outside NATS
@@ -79,22 +86,31 @@ func main() {
 		os.Exit(1)
 	}
 	var mu sync.Mutex
-	record := func(what string, obj *schemas.Object) {
+	record := func(what string, obj *schemas.Object, at time.Time) {
 		mu.Lock()
 		defer mu.Unlock()
 		// One write per line with O_APPEND: a line is whole or absent.
-		fmt.Fprintf(f, "%s %s %s/%s %d %d\n", what, cfg.Instance, obj.Metadata.Namespace, obj.Metadata.Name, obj.Metadata.Generation, time.Now().UnixNano())
+		fmt.Fprintf(f, "%s %s %s/%s %d %d\n", what, cfg.Instance, obj.Metadata.Namespace, obj.Metadata.Name, obj.Metadata.Generation, at.UnixNano())
 	}
 	cfg.Reconcilers = []reconcilers.Reconciler{reconcilers.Funcs{
 		KindList: []string{"Probe"},
 		ReconcileFunc: func(ctx context.Context, obj *schemas.Object) (reconcilers.Result, error) {
-			record("start", obj)
+			record("start", obj, time.Now())
 			select {
 			case <-time.After(sleep):
 			case <-ctx.Done():
-				return reconcilers.Result{}, ctx.Err()
 			}
-			record("end", obj)
+			// The side effect, only with the context (and so the lease)
+			// holding: after a pause both cases above are ready at once.
+			if err := ctx.Err(); err != nil {
+				at := time.Now()
+				if until, ok := reconcilers.LeaseDeadline(ctx); ok && until.Before(at) {
+					at = until
+				}
+				record("cancel", obj, at)
+				return reconcilers.Result{}, err
+			}
+			record("end", obj, time.Now())
 			return reconcilers.Result{}, nil
 		},
 	}}

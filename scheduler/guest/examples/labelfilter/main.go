@@ -12,8 +12,8 @@ import "github.com/jetplane/jetplane/scheduler/guest"
 type labelFilter struct{}
 
 func (labelFilter) Filter(pod *guest.Pod, node *guest.Node) (guest.Code, string) {
-	for k, v := range pod.NodeSelector {
-		if node.Labels[k] != v {
+	for _, l := range pod.NodeSelectorList {
+		if node.Labels[l.Key] != l.Value {
 			return guest.UnschedulableAndUnresolvable, "node(s) didn't match the pod's labels"
 		}
 	}

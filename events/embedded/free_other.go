@@ -1,0 +1,5 @@
+//go:build !unix
+
+package embedded
+
+func freeSpace(string) (uint64, bool) { return 0, false }
