@@ -140,13 +140,16 @@ type Server struct {
 	ns       *server.Server
 	unlock   func()
 	creds    *auth.Store
-	opts     *server.Options
+	storeDir string
 	stop     chan struct{}
 	stopOnce sync.Once
 	done     sync.WaitGroup
 
-	watch     *storeWatch
-	restartMu sync.Mutex
+	watch *storeWatch
+	// optsMu guards opts (credential reloads replace them) and keeps a
+	// reload and a restart of JetStream apart.
+	optsMu sync.Mutex
+	opts   *server.Options
 }
 
 // Start starts the server and waits until it accepts connections.
@@ -256,11 +259,29 @@ func Start(cfg Config) (*Server, error) {
 		unlock()
 		return nil, fmt.Errorf("embedded nats: not ready after %s; run with --nats-log to see why", ready)
 	}
-	s := &Server{ns: ns, unlock: unlock, creds: creds, opts: opts, stop: make(chan struct{}), watch: watch}
-	s.done.Add(2)
-	go s.watchCreds(loaded)
-	go s.mendStore()
+	s := &Server{ns: ns, unlock: unlock, creds: creds, storeDir: opts.StoreDir, opts: opts, stop: make(chan struct{}), watch: watch}
+	_ = creds.MarkLoaded(loaded)
+	s.every(credsPoll, s.reloadCreds(loaded))
+	s.every(storeMendPoll, s.mendStore)
 	return s, nil
+}
+
+// every runs f every d until the server stops.
+func (s *Server) every(d time.Duration, f func()) {
+	s.done.Add(1)
+	go func() {
+		defer s.done.Done()
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+				f()
+			}
+		}
+	}()
 }
 
 // Connect opens an in-process connection to the server with the instance
@@ -279,35 +300,28 @@ func (s *Server) Creds() *auth.Store { return s.creds }
 // credsPoll is how often the server looks for changed credentials.
 const credsPoll = 500 * time.Millisecond
 
-// watchCreds reloads the server's users whenever the store's users file
-// changes (`jetplane creds create|revoke` from another process): a new
-// credential works within credsPoll and a revoked one is disconnected.
-func (s *Server) watchCreds(last string) {
-	defer s.done.Done()
-	stamp := s.creds.UsersStamp
-	_ = s.creds.MarkLoaded(last)
-	t := time.NewTicker(credsPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-		now := stamp()
+// reloadCreds returns what reloads the server's users whenever the store's
+// users file changes (`jetplane creds create|revoke` from another
+// process), run every credsPoll: a new credential works within credsPoll
+// and a revoked one is disconnected. last is the users file loaded at start.
+func (s *Server) reloadCreds(last string) func() {
+	return func() {
+		now := s.creds.UsersStamp()
 		if now == last {
-			continue
+			return
 		}
 		users, err := s.creds.Users()
 		if err != nil {
 			s.ns.Errorf("credentials not reloaded: %v", err)
-			continue
+			return
 		}
+		s.optsMu.Lock()
+		defer s.optsMu.Unlock()
 		opts := s.opts.Clone()
 		opts.Nkeys = users
 		if err := s.ns.ReloadOptions(opts); err != nil {
 			s.ns.Errorf("credentials not reloaded: %v", err)
-			continue
+			return
 		}
 		s.opts, last = opts, now
 		_ = s.creds.MarkLoaded(now)

@@ -123,16 +123,16 @@ func (s *Server) storeError(fresh bool) error {
 	switch {
 	case cause != "":
 		return fmt.Errorf("%w since %s: %s; free space in %s (writes resume by themselves once there is room)",
-			ErrStoreBroken, at.UTC().Format(time.RFC3339), cause, s.opts.StoreDir)
+			ErrStoreBroken, at.UTC().Format(time.RFC3339), cause, s.storeDir)
 	case !s.ns.JetStreamEnabled():
 		return fmt.Errorf("%w: JetStream is stopped", ErrStoreBroken)
 	}
 	// The server does not log every write that fails for want of space
 	// (an atomic batch's staged messages come back "incomplete"): a disk
 	// with almost nothing free counts as full.
-	if free, ok := s.watch.free(s.opts.StoreDir, fresh); ok && free < storeLowSpace {
+	if free, ok := s.watch.free(s.storeDir, fresh); ok && free < storeLowSpace {
 		return fmt.Errorf("%w: no space left on device (%d bytes free); free space in %s (writes resume by themselves once there is room)",
-			ErrStoreBroken, free, s.opts.StoreDir)
+			ErrStoreBroken, free, s.storeDir)
 	}
 	return nil
 }
@@ -159,27 +159,17 @@ const storeProbe = 4 << 20
 // storeMendPoll is how often a broken store is looked at.
 const storeMendPoll = time.Second
 
-// mendStore starts JetStream again once its store takes writes, for as
-// long as the server runs.
+// mendStore starts JetStream again if its store is broken but takes
+// writes again; the server runs it every storeMendPoll.
 func (s *Server) mendStore() {
-	defer s.done.Done()
-	t := time.NewTicker(storeMendPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-		if s.StoreError() == nil {
-			continue
-		}
-		if err := probeWrite(s.opts.StoreDir, storeProbe); err != nil {
-			continue
-		}
-		if err := s.RestartJetStream(); err != nil {
-			s.watch.Errorf("jetplane: starting JetStream again failed: %v", err)
-		}
+	if s.StoreError() == nil {
+		return
+	}
+	if err := probeWrite(s.storeDir, storeProbe); err != nil {
+		return
+	}
+	if err := s.RestartJetStream(); err != nil {
+		s.watch.Errorf("jetplane: starting JetStream again failed: %v", err)
 	}
 }
 
@@ -207,8 +197,8 @@ func probeWrite(dir string, n int) error {
 // space). Streams whose store met a write error open afresh; clients'
 // requests fail while it restarts, and their consumers continue after.
 func (s *Server) RestartJetStream() error {
-	s.restartMu.Lock()
-	defer s.restartMu.Unlock()
+	s.optsMu.Lock()
+	defer s.optsMu.Unlock()
 	if s.ns.JetStreamEnabled() {
 		if err := s.ns.ShutdownJetStream(); err != nil {
 			return fmt.Errorf("embedded nats: stop jetstream: %w", err)
