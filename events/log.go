@@ -57,8 +57,8 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	switch {
-	case c.Partitions < 1 || c.Partitions > 1024:
-		return fmt.Errorf("partitions: %d is out of range; use 1 to 1024", c.Partitions)
+	case c.Partitions < 1 || c.Partitions > MaxPartitions:
+		return fmt.Errorf("partitions: %d is out of range; use 1 to %d", c.Partitions, MaxPartitions)
 	case c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5:
 		return fmt.Errorf("replicas: %d is not supported; use 1, 3 or 5", c.Replicas)
 	case c.MaxAge < 0 || c.MaxBytes < 0:

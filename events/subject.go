@@ -133,6 +133,23 @@ func KeyFilter(k *schemas.ObjectKey) string { return StoredPrefix + ".*." + keyT
 // PartitionFilter matches every stored event of partition p.
 func PartitionFilter(p int) string { return StoredPrefix + "." + strconv.Itoa(p) + ".>" }
 
+// MaxPartitions bounds a log's partitions.
+const MaxPartitions = 1024
+
+// PartitionConsumerPrefix names the durable consumers the reconciler
+// runtime reads the log with, one per partition: PartitionConsumer(p).
+const PartitionConsumerPrefix = "jp-reconcilers"
+
+// PartitionConsumer is the name of the runtime's consumer of partition p
+// (prefix "" is PartitionConsumerPrefix). No credential but an instance's
+// may create, change, read or acknowledge on it.
+func PartitionConsumer(prefix string, p int) string {
+	if prefix == "" {
+		prefix = PartitionConsumerPrefix
+	}
+	return prefix + "-" + strconv.Itoa(p)
+}
+
 // ParseSubject splits a stored subject into its partition and key.
 func ParseSubject(subject string) (int, *schemas.ObjectKey, error) {
 	parts := strings.Split(subject, ".")

@@ -283,7 +283,7 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members
 	ps.mu.Unlock()
 	keys := ps.enqueue(p)
 	log.Info("partition taken", "keys", keys, "waited", time.Since(asked).Round(time.Millisecond))
-	consumer := rt.cfg.Consumer + "-" + strconv.Itoa(p)
+	consumer := events.PartitionConsumer(rt.cfg.Consumer, p)
 	// A read that fails (NATS electing a leader, a consumer lost) is
 	// read again soon, for as long as p is held; while an election lasts
 	// every attempt fails: say so at the first and then every tenth. A

@@ -148,7 +148,7 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	if cfg.Consumer == "" {
-		cfg.Consumer = "jp-reconcilers"
+		cfg.Consumer = events.PartitionConsumerPrefix
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

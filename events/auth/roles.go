@@ -2,6 +2,7 @@ package auth
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -162,10 +163,34 @@ func SubscriberPermissions(name string) *server.Permissions {
 		)
 	}
 	return &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: pub},
+		Publish:   &server.SubjectPermission{Allow: pub, Deny: runtimeConsumers()},
 		Subscribe: &server.SubjectPermission{Allow: []string{InboxPrefix(RoleSubscriber, name) + ".>", events.LogsPrefix + ".>"}},
 	}
 }
+
+// runtimeConsumers denies a subscriber the reconciler runtime's consumers
+// on the log, whose names it could otherwise pick for its own: creating or
+// updating one (changing its filter), pulling from it, acknowledging its
+// deliveries. Each would take triggers from the runtime. Permissions match
+// whole subject tokens, so every partition's name is listed, up to
+// events.MaxPartitions; and the legacy create, which carries the name in
+// its body rather than its subject, is refused on the log.
+var runtimeConsumers = sync.OnceValue(func() []string {
+	s := events.StreamName
+	deny := make([]string, 0, 1+5*events.MaxPartitions)
+	deny = append(deny, "$JS.API.CONSUMER.CREATE."+s)
+	for p := range events.MaxPartitions {
+		n := events.PartitionConsumer("", p)
+		deny = append(deny,
+			"$JS.API.CONSUMER.CREATE."+s+"."+n,
+			"$JS.API.CONSUMER.CREATE."+s+"."+n+".>",
+			"$JS.API.CONSUMER.DURABLE.CREATE."+s+"."+n,
+			"$JS.API.CONSUMER.MSG.NEXT."+s+"."+n,
+			"$JS.ACK."+s+"."+n+".>",
+		)
+	}
+	return deny
+})
 
 // OutsidePermissions is what a jetplane instance needs on a NATS
 // deployment it does not run (--nats-url), as an allow list for the

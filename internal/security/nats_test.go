@@ -261,3 +261,57 @@ func TestRevokedCredentialIsRefused(t *testing.T) {
 		t.Fatalf("list = %+v, %v; want one revoked", list, err)
 	}
 }
+
+// A subscriber may make consumers of its own on the log, but not take the
+// runtime's: creating or changing one of its partition consumers, pulling
+// from it, acknowledging on it, or the legacy create that names a consumer
+// in its body are all refused, and the runtime's consumer is as it was.
+func TestSubscriberCannotTakeTheRuntimesConsumers(t *testing.T) {
+	a := start(t, app.Config{})
+	seed(t, &api.Client{BaseURL: a.URL()})
+	before := fingerprintOf(t, a)
+	nc, v := connectAs(t, a, auth.RoleSubscriber, "audit")
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	own := events.PartitionConsumer("", 0)
+	stream := events.StreamName
+
+	if _, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: "audit-reader", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatalf("a subscriber cannot make a durable consumer of its own: %v", err)
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+		Durable: own, FilterSubject: events.PartitionFilter(1), AckPolicy: jetstream.AckExplicitPolicy,
+	}); err == nil {
+		t.Fatalf("a subscriber changed %s", own)
+	}
+	v.waitFor(t, "$JS.API.CONSUMER.CREATE."+stream+"."+own)
+	for _, subj := range []string{
+		"$JS.API.CONSUMER.DURABLE.CREATE." + stream + "." + own,
+		"$JS.API.CONSUMER.MSG.NEXT." + stream + "." + own,
+		"$JS.ACK." + stream + "." + own + ".1.1.1.1.0",
+		"$JS.API.CONSUMER.CREATE." + stream,
+	} {
+		if err := nc.Publish(subj, []byte(`{"stream_name":"`+stream+`","config":{"name":"`+own+`"}}`)); err != nil {
+			t.Fatal(err)
+		}
+		v.waitFor(t, subj)
+	}
+
+	// The runtime's consumer still reads its own partition.
+	inc, _ := connectWith(t, a.NATSURL(), a.Creds().InstanceCreds())
+	ijs, err := jetstream.New(inc, jetstream.WithDefaultTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ijs.Consumer(ctx, stream, own)
+	if err != nil {
+		t.Fatalf("the runtime's consumer %s: %v", own, err)
+	}
+	if f := c.CachedInfo().Config.FilterSubject; f != events.PartitionFilter(0) {
+		t.Fatalf("%s reads %q, want %q", own, f, events.PartitionFilter(0))
+	}
+	unchanged(t, a, before)
+}
