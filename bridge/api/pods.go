@@ -41,6 +41,8 @@ func (s *Server) podRoutes() {
 	}
 	s.route("POST /v1/images", s.imagePush)
 	s.route("GET /v1/images", s.imageList)
+	s.route("GET /v1/images/resolve", s.imageResolve)
+	s.route("GET /v1/images/module", s.imageModule)
 	s.route("DELETE /v1/images", s.imageRemove)
 	s.route("GET /v1/logs", s.logs)
 }
@@ -51,6 +53,8 @@ func imageError(err error) error {
 		return httpError(http.StatusBadRequest, err.Error())
 	case errors.Is(err, events.ErrImageInUse):
 		return httpError(http.StatusConflict, err.Error())
+	case errors.Is(err, events.ErrNotFound):
+		return httpError(http.StatusNotFound, err.Error())
 	}
 	return err
 }
@@ -78,6 +82,34 @@ func (s *Server) imageList(w http.ResponseWriter, r *http.Request, _ string) err
 		out[i] = ImageInfo(im)
 	}
 	return writeJSON(w, out)
+}
+
+// imageResolve names the module a ref (NAME:TAG or NAME@sha256:…) stands
+// for: its digest and size.
+func (s *Server) imageResolve(w http.ResponseWriter, r *http.Request, _ string) error {
+	ref := r.URL.Query().Get("ref")
+	digest, size, err := s.cfg.Pods.Images().Resolve(r.Context(), ref)
+	if err != nil {
+		return imageError(err)
+	}
+	return writeJSON(w, ImageInfo{Ref: ref, Digest: digest, Size: size})
+}
+
+// imageModule sends the module stored under digest, as the node agents
+// and WebAssembly plugins read it.
+func (s *Server) imageModule(w http.ResponseWriter, r *http.Request, _ string) error {
+	digest := r.URL.Query().Get("digest")
+	if !strings.HasPrefix(digest, "sha256:") {
+		return httpError(http.StatusBadRequest, fmt.Sprintf("digest: %q is not sha256:<hex>; resolve a ref with GET /v1/images/resolve", digest))
+	}
+	var buf bytes.Buffer
+	if err := s.cfg.Pods.Images().Fetch(r.Context(), digest, &buf, s.cfg.Pods.MaxImageBytes()); err != nil {
+		return imageError(err)
+	}
+	w.Header().Set("Content-Type", "application/wasm")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	_, err := w.Write(buf.Bytes())
+	return err
 }
 
 func (s *Server) imageRemove(w http.ResponseWriter, r *http.Request, _ string) error {
@@ -200,6 +232,45 @@ func (c *Client) PushImage(ctx context.Context, ref string, module io.Reader, si
 func (c *Client) Images(ctx context.Context) ([]ImageInfo, error) {
 	var out []ImageInfo
 	return out, c.do(ctx, http.MethodGet, "/v1/images", nil, nil, nil, &out)
+}
+
+// ImageSource reads modules from jetplane's image store through the API:
+// what a WebAssembly scheduler plugin named by image needs outside a
+// jetplane process (explain --replay).
+type ImageSource struct{ Client *Client }
+
+// Resolve names the module ref stands for.
+func (s ImageSource) Resolve(ctx context.Context, ref string) (string, uint64, error) {
+	var out ImageInfo
+	if err := s.Client.do(ctx, http.MethodGet, "/v1/images/resolve", url.Values{"ref": {ref}}, nil, nil, &out); err != nil {
+		return "", 0, err
+	}
+	return out.Digest, out.Size, nil
+}
+
+// Fetch writes the module stored under digest to w, failing past max bytes.
+func (s ImageSource) Fetch(ctx context.Context, digest string, w io.Writer, max int64) error {
+	lw := &limitWriter{w: w, left: max}
+	err := s.Client.do(ctx, http.MethodGet, "/v1/images/module", url.Values{"digest": {digest}}, nil, nil, lw)
+	if lw.over {
+		return fmt.Errorf("image %s: over %d bytes", digest, max)
+	}
+	return err
+}
+
+type limitWriter struct {
+	w    io.Writer
+	left int64
+	over bool
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > l.left {
+		l.over = true
+		return 0, errors.New("over the size limit")
+	}
+	l.left -= int64(len(p))
+	return l.w.Write(p)
 }
 
 // RemoveImage removes a tag (and its module when no tag is left).

@@ -52,7 +52,8 @@ what differs and why (a changed plugin is named first).`,
 						return err
 					}
 				}
-				if profiles, err = cfg.Build(wasm.Registry()); err != nil {
+				// Plugins named by image come from the store through the API.
+				if profiles, err = cfg.Build(wasm.RegistryWithImages(api.ImageSource{Client: g.client()})); err != nil {
 					return fmt.Errorf("--config: %w", err)
 				}
 				defer closeProfiles(profiles)

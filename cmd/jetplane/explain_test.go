@@ -59,7 +59,11 @@ func TestExplain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := api.New(api.Config{Gate: g, Store: store, Log: l, Logger: quiet})
+	nodes, err := l.NodeStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.New(api.Config{Gate: g, Store: store, Log: l, Logger: quiet, Pods: storeOnly{nodes}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,4 +143,27 @@ func TestExplain(t *testing.T) {
 		}
 	}
 
+	// A WebAssembly plugin named by image is looked up in the image store
+	// through the API.
+	os.WriteFile(cfg, []byte("profiles:\n- schedulerName: jetplane\n  plugins:\n    multiPoint:\n      enabled: [{name: onlyssd}]\n"+
+		"  pluginConfig:\n  - name: onlyssd\n    args: {image: \"plugins/onlyssd:v1\"}\n"), 0o644)
+	var errOut bytes.Buffer
+	root := newRoot()
+	root.SetOut(&errOut)
+	root.SetErr(&errOut)
+	root.SetArgs([]string{"--server", hs.URL, "explain", "Pod/default/web", "--replay", "--config", cfg})
+	if err := root.ExecuteContext(ctx); err == nil || !strings.Contains(err.Error(), "image plugins/onlyssd:v1") || !strings.Contains(err.Error(), "push it with jetplane image push") {
+		t.Errorf("replay with a plugin image not pushed: %v, want the store's answer through the API", err)
+	}
+
 }
+
+// storeOnly serves the image routes from a node store, without pods.
+type storeOnly struct{ nodes *events.NodeStore }
+
+func (s storeOnly) Images() *events.Images { return s.nodes.Images() }
+func (s storeOnly) ReadLogs(ctx context.Context, q events.LogQuery, fn func(events.LogLine) error) error {
+	return s.nodes.ReadLogs(ctx, q, fn)
+}
+func (storeOnly) ImageInUse(string, string) []string { return nil }
+func (storeOnly) MaxImageBytes() int64               { return events.DefaultMaxImageBytes }

@@ -1,6 +1,7 @@
 package pod_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/internal/app"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
@@ -104,5 +106,37 @@ func TestABadSchedulerConfigStopsServe(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Pods: app.PodsConfig{SchedulerConfig: bad}})
 	if err == nil || !strings.Contains(err.Error(), "--scheduler-config") || !strings.Contains(err.Error(), "schedulerNam") {
 		t.Fatalf("app.New with a bad scheduler config: %v, want an error naming --scheduler-config and the field", err)
+	}
+}
+
+// The image store is readable through the API (what `explain --replay`
+// loads a WebAssembly plugin named by image with): a ref resolves to the
+// digest the store holds, the module comes back byte for byte, and a
+// missing one says how to fix it.
+func TestImagesAreReadableThroughTheAPI(t *testing.T) {
+	c := startCluster(t, nil)
+	mod := workload(t)
+	im := c.push("workload:v1", mod)
+	src := api.ImageSource{Client: c.client}
+	ctx := context.Background()
+	digest, size, err := src.Resolve(ctx, "workload:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if digest != im.Digest || size != uint64(len(mod)) {
+		t.Fatalf("resolved %s (%d bytes), want %s (%d bytes)", digest, size, im.Digest, len(mod))
+	}
+	var got bytes.Buffer
+	if err := src.Fetch(ctx, digest, &got, int64(len(mod))); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), mod) {
+		t.Fatalf("fetched %d bytes, not the module pushed (%d bytes)", got.Len(), len(mod))
+	}
+	if err := src.Fetch(ctx, digest, io.Discard, int64(len(mod))-1); err == nil || !strings.Contains(err.Error(), "over") {
+		t.Fatalf("fetch past the limit: %v", err)
+	}
+	if _, _, err := src.Resolve(ctx, "nope:v1"); err == nil || !strings.Contains(err.Error(), "push it with jetplane image push") {
+		t.Fatalf("resolve of a missing image: %v", err)
 	}
 }
