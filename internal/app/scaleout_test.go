@@ -298,7 +298,9 @@ func scaleOut(t *testing.T, bin string, embeddedNATS bool, bound time.Duration) 
 		}
 		defer logf.Close()
 		n := &node{name: name, log: logf, runs: filepath.Join(dir, name+".runs"), args: []string{
-			"--instance", name, "--listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), "--replicas", "3",
+			// The API port is the kernel's pick: one chosen ahead could be taken
+			// by an embedded server's random port before the API binds it.
+			"--instance", name, "--listen", "127.0.0.1:0", "--replicas", "3",
 		}}
 		if embeddedNATS {
 			n.args = append(n.args, "--data", filepath.Join(dir, name))

@@ -187,7 +187,7 @@ func startCluster(t *testing.T, bin, dir string, sleep time.Duration) *cluster {
 		natsPort := testenv.FreePort(t)
 		c.procs = append(c.procs, &proc{name: name, dir: dir, natsName: fmt.Sprintf("n%d", i+1), natsURL: fmt.Sprintf("nats://127.0.0.1:%d", natsPort), args: []string{
 			"--nats-port", strconv.Itoa(natsPort),
-			"--instance", name, "--listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+			"--instance", name, "--listen", "127.0.0.1:0", // the URL comes from the probe's first line
 			"--replicas", "3", "--data", filepath.Join(dir, name), "--sleep", sleep.String(),
 			"--nats-name", fmt.Sprintf("n%d", i+1), "--nats-cluster", "jp",
 			"--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]), "--nats-routes", strings.Join(routes, ","),

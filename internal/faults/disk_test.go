@@ -40,7 +40,7 @@ func diskFull(t *testing.T, bin, dir string) diskRow {
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
 	p := &proc{name: "d1", dir: dir, natsName: "d1", data: filepath.Join(mnt, "data"), args: []string{
-		"--instance", "d1", "--listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		"--instance", "d1", "--listen", "127.0.0.1:0",
 		"--data", filepath.Join(mnt, "data"), "--sleep", "2ms",
 	}}
 	natsPort := testenv.FreePort(t)
