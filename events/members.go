@@ -132,7 +132,7 @@ func (l *Log) Join(ctx context.Context, instance string, opts MemberOptions) (*M
 		return nil, err
 	}
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	updates, err := l.watchMembers(wctx, opts)
+	updates, err := l.watchMembers(ctx, wctx, opts)
 	if err != nil {
 		stop()
 		m.leaseTimer.Stop()
@@ -167,13 +167,14 @@ type memberUpdate struct {
 }
 
 // watchMembers follows the announcements, newest per instance first, then
-// every change. Its heartbeats are a fraction of the member heartbeat, and
+// every change, until ctx ends; opening the read gives up when within
+// ends. Its heartbeats are a fraction of the member heartbeat, and
 // a read whose server died goes on from where it was on a new consumer
 // (see tail), so that a stall (a leader election) delays the view by about
 // a second, not by tens.
-func (l *Log) watchMembers(ctx context.Context, opts MemberOptions) (<-chan memberUpdate, error) {
+func (l *Log) watchMembers(within, ctx context.Context, opts MemberOptions) (<-chan memberUpdate, error) {
 	expiry := max(2*time.Second, 4*opts.Heartbeat)
-	t, err := openTail(ctx, l.js, "KV_"+MembersBucket, jetstream.ConsumerConfig{
+	t, err := openTailWithin(within, ctx, l.js, "KV_"+MembersBucket, jetstream.ConsumerConfig{
 		FilterSubjects: []string{"$KV." + MembersBucket + ".member.>"},
 		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
 	}, time.Second, jetstream.PullExpiry(expiry), jetstream.PullHeartbeat(expiry/4))

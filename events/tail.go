@@ -45,6 +45,14 @@ type tail struct {
 // until ctx ends; any other failure is returned at once, so that a caller
 // learns of a missing stream or a bad filter.
 func openTail(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig, attempt time.Duration, pull ...jetstream.PullMessagesOpt) (*tail, error) {
+	return openTailWithin(ctx, ctx, js, stream, cfg, attempt, pull...)
+}
+
+// openTailWithin is openTail whose first open gives up when within ends
+// (the read itself lives until ctx ends): a caller with a deadline, such
+// as a join, gets an error to retry and report instead of waiting for as
+// long as the server cannot place the consumer.
+func openTailWithin(within, ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig, attempt time.Duration, pull ...jetstream.PullMessagesOpt) (*tail, error) {
 	cfg.AckPolicy = jetstream.AckNonePolicy
 	cfg.MemoryStorage = true
 	cfg.Replicas = 1
@@ -53,7 +61,7 @@ func openTail(ctx context.Context, js jetstream.JetStream, stream string, cfg je
 	}
 	t := &tail{js: js, stream: stream, cfg: cfg, pull: pull, attempt: attempt}
 	t.ctx, t.cancel = context.WithCancel(ctx)
-	if err := t.retry(true); err != nil {
+	if err := t.retry(within, true); err != nil {
 		t.cancel()
 		return nil, err
 	}
@@ -129,7 +137,7 @@ func (t *tail) Stop() { t.cancel() }
 func (t *tail) Next() (jetstream.Msg, *jetstream.MsgMetadata, error) {
 	for {
 		if t.it == nil {
-			if err := t.retry(false); err != nil {
+			if err := t.retry(t.ctx, false); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -158,9 +166,12 @@ func (t *tail) Next() (jetstream.Msg, *jetstream.MsgMetadata, error) {
 // loaded to answer within the first bound. Other failures are retried too
 // (the stream may have no leader for a while), except on the first
 // creation, where they are returned: a missing stream or a bad filter.
-func (t *tail) retry(first bool) error {
+func (t *tail) retry(within context.Context, first bool) error {
 	bound := t.attempt
-	return retry.Do(t.ctx, retry.Constant(100*time.Millisecond), nil, func(int) error {
+	rctx, stop := context.WithCancel(t.ctx)
+	defer stop()
+	defer context.AfterFunc(within, stop)()
+	return retry.Do(rctx, retry.Constant(100*time.Millisecond), nil, func(int) error {
 		err := t.open(bound)
 		switch {
 		case err == nil:
