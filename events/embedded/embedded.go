@@ -137,13 +137,14 @@ func loopbackHost(host string) bool {
 
 // Server is a running embedded NATS server.
 type Server struct {
-	ns       *server.Server
-	unlock   func()
-	creds    *auth.Store
-	storeDir string
-	stop     chan struct{}
-	stopOnce sync.Once
-	done     sync.WaitGroup
+	ns        *server.Server
+	unlock    func()
+	creds     *auth.Store
+	storeDir  string
+	clustered bool
+	stop      chan struct{}
+	stopOnce  sync.Once
+	done      sync.WaitGroup
 
 	watch *storeWatch
 	// optsMu guards opts (credential reloads replace them) and keeps a
@@ -259,7 +260,7 @@ func Start(cfg Config) (*Server, error) {
 		unlock()
 		return nil, fmt.Errorf("embedded nats: not ready after %s; run with --nats-log to see why", ready)
 	}
-	s := &Server{ns: ns, unlock: unlock, creds: creds, storeDir: opts.StoreDir, opts: opts, stop: make(chan struct{}), watch: watch}
+	s := &Server{ns: ns, unlock: unlock, creds: creds, storeDir: opts.StoreDir, clustered: opts.Cluster.Name != "", opts: opts, stop: make(chan struct{}), watch: watch}
 	_ = creds.MarkLoaded(loaded)
 	s.every(credsPoll, s.reloadCreds(loaded))
 	s.every(storeMendPoll, s.mendStore)

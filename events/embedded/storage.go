@@ -162,7 +162,11 @@ const storeMendPoll = time.Second
 // mendStore starts JetStream again if its store is broken but takes
 // writes again; the server runs it every storeMendPoll.
 func (s *Server) mendStore() {
-	if s.StoreError() == nil {
+	// A cluster node's JetStream is a member of the cluster's: stopping
+	// and starting it under the cluster (a node still catching up after a
+	// restart can look stopped) leaves it unable to place consumers. Its
+	// store errors are reported; the operator restarts the node.
+	if s.clustered || s.StoreError() == nil {
 		return
 	}
 	if err := probeWrite(s.storeDir, storeProbe); err != nil {
