@@ -1,5 +1,8 @@
 // Package bridge brings the outside world into the log. Its subpackages are
-// the ways in: manifest decodes and validates what people apply, gate turns
-// validated objects into Applied and DeleteRequested events, and api serves
-// the gate and the projections over HTTP. Bridges never reconcile.
+// the ways in: gate turns validated objects into Applied and DeleteRequested
+// events, api serves the gate and the projections over HTTP, kube turns
+// Kubernetes watch events into Observed events, and console serves the web
+// console. The rules of kinds (decoding, validation, kind names) come from
+// schemas/manifest, schemas/kinds and schemas/podspec; bridges never
+// reconcile and never import a reconciler.
 package bridge

@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"github.com/jetplane/jetplane/bridge/gate"
-	"github.com/jetplane/jetplane/bridge/manifest"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/internal/testenv"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers"
 	"github.com/jetplane/jetplane/reconcilers/queue"
 	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/manifest"
 )
 
 type env struct {

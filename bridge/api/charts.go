@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/jetplane/jetplane/events"
-	"github.com/jetplane/jetplane/reconcilers/helmrelease/render"
+	"github.com/jetplane/jetplane/internal/render"
 )
 
 // ChartStore keeps packaged Helm charts (events.Charts).

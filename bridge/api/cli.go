@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"github.com/jetplane/jetplane/bridge/gate"
-	"github.com/jetplane/jetplane/bridge/kinds"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/kinds"
 )
 
 // The routes the CLI's kubectl-like commands and the console use beyond

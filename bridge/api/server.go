@@ -19,11 +19,11 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jetplane/jetplane/bridge/gate"
-	"github.com/jetplane/jetplane/bridge/manifest"
 	"github.com/jetplane/jetplane/bridge/seal"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/manifest"
 )
 
 // MaxBodyBytes bounds an apply request body.

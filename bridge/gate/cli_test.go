@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/jetplane/jetplane/bridge/gate"
-	"github.com/jetplane/jetplane/bridge/kinds"
 	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/schemas/kinds"
 )
 
 func widget(name string, deps ...string) string {

@@ -19,11 +19,11 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/jetplane/jetplane/bridge/kinds"
-	"github.com/jetplane/jetplane/bridge/manifest"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/kinds"
+	"github.com/jetplane/jetplane/schemas/manifest"
 )
 
 // Log is what the gate writes to.

@@ -14,11 +14,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/jetplane/jetplane/bridge/gate"
-	"github.com/jetplane/jetplane/bridge/manifest"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/internal/testenv"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/manifest"
 )
 
 // conflictCountingLog is the real log, counting the appends it refused with

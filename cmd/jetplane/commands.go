@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/jetplane/jetplane/bridge/api"
-	"github.com/jetplane/jetplane/bridge/manifest"
 	"github.com/jetplane/jetplane/reconcilers/apply"
 	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/manifest"
 )
 
 func newApply(g *globals) *cobra.Command {

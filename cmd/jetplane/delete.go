@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jetplane/jetplane/bridge/api"
-	"github.com/jetplane/jetplane/bridge/manifest"
+	"github.com/jetplane/jetplane/schemas/manifest"
 )
 
 func newDelete(g *globals) *cobra.Command {

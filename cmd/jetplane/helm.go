@@ -13,9 +13,9 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/strvals"
 
+	"github.com/jetplane/jetplane/internal/render"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers/helmrelease"
-	"github.com/jetplane/jetplane/reconcilers/helmrelease/render"
 )
 
 func newChart(g *globals) *cobra.Command {

@@ -11,12 +11,12 @@ import (
 
 	"github.com/jetplane/jetplane/bridge/kube"
 	"github.com/jetplane/jetplane/internal/app"
+	"github.com/jetplane/jetplane/internal/render"
 	"github.com/jetplane/jetplane/internal/testenv"
 	kubeenv "github.com/jetplane/jetplane/internal/testenv/kube"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers"
 	"github.com/jetplane/jetplane/reconcilers/helmrelease"
-	"github.com/jetplane/jetplane/reconcilers/helmrelease/render"
 	"github.com/jetplane/jetplane/schemas"
 )
 

@@ -14,10 +14,10 @@ import (
 	"github.com/jetplane/jetplane/reconcilers"
 	"github.com/jetplane/jetplane/reconcilers/node"
 	"github.com/jetplane/jetplane/reconcilers/pod"
-	"github.com/jetplane/jetplane/reconcilers/pod/podspec"
 	"github.com/jetplane/jetplane/scheduler"
 	"github.com/jetplane/jetplane/scheduler/wasm"
 	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/podspec"
 )
 
 // PodsConfig configures the Pod and Node kinds and the local node agent.

@@ -9,9 +9,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/jetplane/jetplane/internal/render"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers/apply"
-	"github.com/jetplane/jetplane/reconcilers/helmrelease/render"
 	"github.com/jetplane/jetplane/schemas"
 )
 

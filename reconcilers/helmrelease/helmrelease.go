@@ -16,9 +16,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"helm.sh/helm/v3/pkg/chartutil"
 
+	"github.com/jetplane/jetplane/internal/render"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers"
-	"github.com/jetplane/jetplane/reconcilers/helmrelease/render"
 	"github.com/jetplane/jetplane/schemas"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 	"sigs.k8s.io/yaml"
 
-	"github.com/jetplane/jetplane/reconcilers/helmrelease/render"
+	"github.com/jetplane/jetplane/internal/render"
 )
 
 // ErrChartNotFound means the chart or version named is not there.

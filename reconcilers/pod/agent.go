@@ -23,9 +23,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/jetplane/jetplane/events"
-	"github.com/jetplane/jetplane/reconcilers/pod/podspec"
 	sm "github.com/jetplane/jetplane/reconcilers/statemachine"
 	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/podspec"
 )
 
 // Clock is the node's clock: backoffs and deadlines wait on it.

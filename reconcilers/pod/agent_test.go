@@ -15,8 +15,8 @@ import (
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/internal/testenv"
 	"github.com/jetplane/jetplane/reconcilers/pod"
-	"github.com/jetplane/jetplane/reconcilers/pod/podspec"
 	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/podspec"
 )
 
 // logRecorder is a slog handler that keeps every record, to read what an

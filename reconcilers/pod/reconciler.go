@@ -11,8 +11,8 @@ import (
 
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers"
-	"github.com/jetplane/jetplane/reconcilers/pod/podspec"
 	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/podspec"
 )
 
 // Scheduler places unbound pods (issue 10 implements it in package scheduler).

@@ -11,8 +11,8 @@ import (
 
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/projections"
-	"github.com/jetplane/jetplane/reconcilers/pod/podspec"
 	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/podspec"
 )
 
 // Appender writes to the log.

@@ -7,8 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/jetplane/jetplane/reconcilers/pod/podspec"
 	sm "github.com/jetplane/jetplane/reconcilers/statemachine"
+	"github.com/jetplane/jetplane/schemas/podspec"
 )
 
 // The pod's states. Each is a value: what it carries is what its status

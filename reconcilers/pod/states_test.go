@@ -10,9 +10,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/jetplane/jetplane/reconcilers/pod/podspec"
 	sm "github.com/jetplane/jetplane/reconcilers/statemachine"
 	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/podspec"
 )
 
 // fakeClock is a clock only the test moves.

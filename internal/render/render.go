@@ -26,9 +26,9 @@ import (
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"sigs.k8s.io/yaml"
 
-	"github.com/jetplane/jetplane/bridge/manifest"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/manifest"
 )
 
 const (

@@ -7,9 +7,9 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart/loader"
 
+	"github.com/jetplane/jetplane/internal/render"
 	"github.com/jetplane/jetplane/internal/testenv"
 	"github.com/jetplane/jetplane/projections"
-	"github.com/jetplane/jetplane/reconcilers/helmrelease/render"
 )
 
 func load(t *testing.T, files map[string]string) *render.Result {

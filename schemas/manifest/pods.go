@@ -3,8 +3,8 @@ package manifest
 import (
 	"errors"
 
-	"github.com/jetplane/jetplane/reconcilers/pod/podspec"
 	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/podspec"
 )
 
 // kindSpec checks the spec of the kinds jetplane runs itself (Pod, Node)

@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/jetplane/jetplane/reconcilers/pod/podspec"
+	"github.com/jetplane/jetplane/schemas/podspec"
 )
 
 func spec(t *testing.T, m map[string]any) *structpb.Struct {

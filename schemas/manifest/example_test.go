@@ -3,7 +3,7 @@ package manifest_test
 import (
 	"fmt"
 
-	"github.com/jetplane/jetplane/bridge/manifest"
+	"github.com/jetplane/jetplane/schemas/manifest"
 )
 
 func ExampleDecode() {
