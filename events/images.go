@@ -10,9 +10,12 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetplane/jetplane/schemas/podspec"
 )
 
 // ImagesBucket is the object store bucket of WebAssembly images: each
@@ -44,7 +47,8 @@ type Image struct {
 // Images is the image store: content-addressed blobs and tags linking to
 // them. Safe for concurrent use.
 type Images struct {
-	os jetstream.ObjectStore
+	os    jetstream.ObjectStore
+	check atomic.Pointer[ModuleCheck]
 }
 
 func blobName(digest string) string { return "blobs/" + digest }
@@ -68,40 +72,19 @@ func (l *Log) Images(ctx context.Context) (*Images, error) {
 }
 
 // ParseImageRef splits NAME:TAG or NAME@sha256:<hex>. Exactly one of tag
-// and digest is set.
+// and digest is set. The grammar is podspec's, so that what a pod names
+// and what the store holds agree.
 func ParseImageRef(ref string) (name, tag, digest string, err error) {
-	if n, d, ok := strings.Cut(ref, "@"); ok {
-		if !validDigest(d) {
-			return "", "", "", fmt.Errorf("image %q: the digest must be sha256: and 64 hex digits", ref)
-		}
-		return n, "", d, checkImageName(n, ref)
-	}
-	i := strings.LastIndex(ref, ":")
-	if i < 0 {
-		return "", "", "", fmt.Errorf("image %q: give NAME:TAG or NAME@sha256:DIGEST", ref)
-	}
-	name, tag = ref[:i], ref[i+1:]
-	if tag == "" || strings.ContainsAny(tag, "/ \t") || len(tag) > 128 {
-		return "", "", "", fmt.Errorf("image %q: the tag must be 1 to 128 characters without '/' or spaces", ref)
-	}
-	return name, tag, "", checkImageName(name, ref)
+	return podspec.ParseImageRef(ref)
 }
 
-func checkImageName(name, ref string) error {
-	if name == "" || len(name) > 255 || strings.ContainsAny(name, " \t:@") {
-		return fmt.Errorf("image %q: the name must be 1 to 255 characters without spaces, ':' or '@'", ref)
-	}
-	return nil
-}
+// ModuleCheck tells why a module cannot be run (it does not compile),
+// nil when it can.
+type ModuleCheck func(ctx context.Context, module []byte) error
 
-func validDigest(d string) bool {
-	h, ok := strings.CutPrefix(d, "sha256:")
-	if !ok || len(h) != 64 {
-		return false
-	}
-	_, err := enchex.DecodeString(h)
-	return err == nil
-}
+// SetModuleCheck makes Push refuse, as ErrBadImage, a module check
+// refuses. Set once, before pushes.
+func (im *Images) SetModuleCheck(check ModuleCheck) { im.check.Store(&check) }
 
 // Push stores the module read from r (at most max bytes) under its digest,
 // once however often it is pushed, and points the tag ref at it. It
@@ -128,6 +111,11 @@ func (im *Images) Push(ctx context.Context, ref string, r io.Reader, max int64) 
 		return Image{}, fmt.Errorf("push %s: %w: the module is over the %d-byte limit", ref, ErrBadImage, max)
 	case !bytes.HasPrefix(data, wasmMagic):
 		return Image{}, fmt.Errorf("push %s: %w: not a WebAssembly module (no \\0asm header); build one with GOOS=wasip1 GOARCH=wasm", ref, ErrBadImage)
+	}
+	if check := im.check.Load(); check != nil {
+		if err := (*check)(ctx, data); err != nil {
+			return Image{}, fmt.Errorf("push %s: %w: the module does not compile: %v", ref, ErrBadImage, err)
+		}
 	}
 	sum := sha256.Sum256(data)
 	digest := "sha256:" + enchex.EncodeToString(sum[:])

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
-	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
@@ -161,11 +160,8 @@ func checkPod(ps *corev1.PodSpec) error {
 }
 
 func validImage(ref string) bool {
-	if n, d, ok := strings.Cut(ref, "@"); ok {
-		return n != "" && strings.HasPrefix(d, "sha256:") && len(d) == 71
-	}
-	i := strings.LastIndex(ref, ":")
-	return i > 0 && i < len(ref)-1 && !strings.ContainsAny(ref, " \t")
+	_, _, _, err := ParseImageRef(ref)
+	return err == nil
 }
 
 // Node decodes and checks a Node's spec.
