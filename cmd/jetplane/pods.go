@@ -28,6 +28,8 @@ import (
 // `jetplane serve` (which prefixes them with node-).
 type agentFlags struct {
 	name, dir, cpu, memory string
+	defaultMemory          string
+	maxVolume, maxLog      string
 	labels, taints, roots  []string
 	pods                   int
 	maxImage               int64
@@ -42,7 +44,7 @@ func (a *agentFlags) register(f *pflag.FlagSet, prefix string) {
 		name, usage = "", `the local node's name (default "local" with the embedded NATS server, the host name with --nats-url)`
 	}
 	f.StringVar(&a.name, prefix+"name", name, usage)
-	f.StringVar(&a.dir, prefix+"dir", "", "directory of the node's image and compilation caches and emptyDir volumes")
+	f.StringVar(&a.dir, prefix+"dir", "", "the node's own directory: image and compilation caches, emptyDir volumes (serve: <data>-node; keep it outside the data directory)")
 	f.StringSliceVar(&a.labels, prefix+"labels", nil, "the Node's labels, KEY=VALUE, comma-separated")
 	f.StringSliceVar(&a.taints, prefix+"taints", nil, "the Node's taints, KEY[=VALUE]:EFFECT, comma-separated")
 	f.StringVar(&a.cpu, prefix+"cpu", "", "CPU capacity (default: the machine's cores)")
@@ -50,6 +52,9 @@ func (a *agentFlags) register(f *pflag.FlagSet, prefix string) {
 	f.IntVar(&a.pods, prefix+"pods", 1000, "most pods the node runs")
 	f.StringSliceVar(&a.roots, "host-path-root", nil, "host directory hostPath volumes may be in (repeatable); none allows no hostPath")
 	f.Int64Var(&a.maxImage, prefix+"max-image-bytes", events.DefaultMaxImageBytes, "largest module the node pulls")
+	f.StringVar(&a.defaultMemory, prefix+"default-memory-limit", "256Mi", "memory limit of a container that sets none")
+	f.StringVar(&a.maxVolume, prefix+"max-volume-bytes", "1Gi", "most bytes one pod's emptyDir volumes hold together")
+	f.StringVar(&a.maxLog, prefix+"max-log-bytes", "16Mi", "most output one container start publishes; the rest is dropped")
 	f.DurationVar(&a.heartbeat, prefix+"heartbeat", 10*time.Second, "how often the node reports")
 	f.Float64Var(&a.clockScale, prefix+"clock-scale", 1, "run backoffs and deadlines this many times faster (tests and demos)")
 	_ = f.MarkHidden(prefix + "clock-scale")
@@ -71,6 +76,19 @@ func (a *agentFlags) config() (pod.AgentConfig, error) {
 			return cfg, fmt.Errorf("taint %q: want KEY[=VALUE]:EFFECT", t)
 		}
 		cfg.Taints = append(cfg.Taints, corev1.Taint{Key: k, Value: v, Effect: corev1.TaintEffect(effect)})
+	}
+	for _, q := range []struct {
+		flag, v string
+		into    *int64
+	}{{"default-memory-limit", a.defaultMemory, &cfg.DefaultMemoryLimit}, {"max-volume-bytes", a.maxVolume, &cfg.MaxVolumeBytes}, {"max-log-bytes", a.maxLog, &cfg.MaxLogBytes}} {
+		if q.v == "" {
+			continue
+		}
+		v, err := resource.ParseQuantity(q.v)
+		if err != nil || v.Value() <= 0 {
+			return cfg, fmt.Errorf("--%s: %q is not a positive quantity such as 256Mi", q.flag, q.v)
+		}
+		*q.into = v.Value()
 	}
 	for _, q := range []struct {
 		flag, v string
@@ -130,7 +148,7 @@ func (s *serveNodeFlags) apply(cfg *app.Config) error {
 		return fmt.Errorf("--node-*: %w", err)
 	}
 	if cfg.NATS.URLs == "" && ac.Dir == "" {
-		ac.Dir = filepath.Join(cfg.DataDir, "node")
+		ac.Dir = app.NodeDir(cfg.DataDir)
 	}
 	if ac.Dir == "" {
 		return fmt.Errorf("--node-dir: required with --nats-url (or --node=false)")

@@ -24,7 +24,8 @@ import (
 type PodsConfig struct {
 	// Agent runs a node agent in this process when Agent.Node is set
 	// (`jetplane serve` sets it unless --node=false). Conn is filled in;
-	// Dir defaults to <data>/node.
+	// Dir defaults to <data>-node, beside the data directory and outside
+	// it (what pods write never lives among the instance's keys).
 	Agent pod.AgentConfig
 	// Scheduler places unbound pods; nil is the built-in one (package
 	// scheduler).
@@ -82,6 +83,9 @@ func (a *App) podReconcilers(ctx context.Context) ([]reconcilers.Reconciler, err
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+	// A module that does not compile is refused at push, not found out
+	// on every node that pulls it.
+	nodes.Images().SetModuleCheck(pod.CheckModule)
 	a.pods = &pods{nodes: nodes, status: &pod.StatusService{Log: a.log, State: a.store}, store: a.store, maxImage: a.cfg.Pods.MaxImageBytes}
 	if a.pods.maxImage <= 0 {
 		a.pods.maxImage = events.DefaultMaxImageBytes
@@ -138,7 +142,7 @@ func (a *App) podServices(g *gate.Gate) error {
 			if a.cfg.DataDir == "" {
 				return errors.New("node agent: give it a directory (there is no data dir)")
 			}
-			ac.Dir = filepath.Join(a.cfg.DataDir, "node")
+			ac.Dir = NodeDir(a.cfg.DataDir)
 		}
 		if ac.Logger == nil {
 			ac.Logger = a.cfg.Logger
@@ -154,6 +158,10 @@ func (a *App) podServices(g *gate.Gate) error {
 	}
 	return nil
 }
+
+// NodeDir is the local node agent's default directory for the data
+// directory dataDir: its sibling, <data>-node.
+func NodeDir(dataDir string) string { return filepath.Clean(dataDir) + "-node" }
 
 // runPods runs the status service, the registrar and the local agent
 // until ctx ends.

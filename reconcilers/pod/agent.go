@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -64,8 +65,10 @@ type AgentConfig struct {
 	Node string
 	// Conn is the agent's NATS connection, confined to its node's names.
 	Conn *events.NodeConn
-	// Dir holds the image cache, the compilation cache and emptyDir
-	// volumes.
+	// Dir is the node's own directory: the image cache, the compilation
+	// cache and, under volumes/<pod uid>/<volume>, emptyDir volumes. Keep
+	// it outside any data directory: what a pod writes lives here
+	// (`jetplane serve` uses <data>-node).
 	Dir string
 	// CompileCache is wazero's compilation cache directory (default
 	// Dir/compiled); agents on one machine may share one.
@@ -82,6 +85,17 @@ type AgentConfig struct {
 	HostPathRoots []string
 	// MaxImageBytes bounds a pulled module (default 64 MiB).
 	MaxImageBytes int64
+	// DefaultMemoryLimit is a container's memory limit when its spec
+	// sets none (default DefaultMemoryLimit).
+	DefaultMemoryLimit int64
+	// MaxVolumeBytes bounds what one pod's emptyDir volumes hold together
+	// (default DefaultMaxVolumeBytes); an emptyDir's sizeLimit bounds it
+	// alone.
+	MaxVolumeBytes int64
+	// MaxLogBytes bounds the output one start of one container
+	// publishes (default DefaultMaxLogBytes); past it the rest is dropped
+	// with one line saying so.
+	MaxLogBytes int64
 	// Heartbeat is how often the node reports (default 10 s).
 	Heartbeat time.Duration
 	// Clock drives backoffs and deadlines (default real time).
@@ -106,6 +120,18 @@ func (c *AgentConfig) validate() error {
 	if c.MaxImageBytes <= 0 {
 		c.MaxImageBytes = events.DefaultMaxImageBytes
 	}
+	if c.DefaultMemoryLimit <= 0 {
+		c.DefaultMemoryLimit = DefaultMemoryLimit
+	}
+	if c.DefaultMemoryLimit < wasmPage {
+		return fmt.Errorf("default memory limit %d: below one WebAssembly page (64Ki)", c.DefaultMemoryLimit)
+	}
+	if c.MaxVolumeBytes <= 0 {
+		c.MaxVolumeBytes = DefaultMaxVolumeBytes
+	}
+	if c.MaxLogBytes <= 0 {
+		c.MaxLogBytes = DefaultMaxLogBytes
+	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = 10 * time.Second
 	}
@@ -126,6 +152,16 @@ func (c *AgentConfig) validate() error {
 	}
 	return nil
 }
+
+// The node's defaults for what a pod may use.
+const (
+	// DefaultMemoryLimit is a container's memory when it sets no limit.
+	DefaultMemoryLimit = 256 << 20
+	// DefaultMaxVolumeBytes is what a pod's emptyDir volumes may hold.
+	DefaultMaxVolumeBytes = 1 << 30
+	// DefaultMaxLogBytes is the output one container start may publish.
+	DefaultMaxLogBytes = 16 << 20
+)
 
 // physicalMemory reads the machine's memory (Linux), 8 GiB when unknown.
 func physicalMemory() int64 {
@@ -150,6 +186,7 @@ type Agent struct {
 	mu     sync.Mutex
 	pods   map[string]*podRunner // namespace/name
 	pulls  map[string]*sync.Mutex
+	quotas map[string]*quota // a pod's volumes' quota, by uid
 	closed bool
 }
 
@@ -182,7 +219,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, host: host, pods: map[string]*podRunner{}, pulls: map[string]*sync.Mutex{}}
+	a := &Agent{cfg: cfg, host: host, pods: map[string]*podRunner{}, pulls: map[string]*sync.Mutex{}, quotas: map[string]*quota{}}
 	a.reports = &reporter{a: a, wake: make(chan struct{}, 1)}
 	return a, nil
 }
@@ -315,11 +352,14 @@ func (a *Agent) work(ctx context.Context, ns, name string, data []byte, removed 
 // when the agent stops, which silences reports.
 func (a *Agent) run(pctx, ctx context.Context, r *podRunner, w *podspec.Work) {
 	defer close(r.done)
+	defer func() {
+		// A pod deleted (not an agent stopping) leaves nothing behind.
+		if pctx.Err() != nil && ctx.Err() == nil {
+			a.removeVolumes(w.UID)
+		}
+	}()
 	run := NewRun(&nodeEnv{a: a}, w)
-	// Reports are queued, not waited for: the machine does not wait for
-	// the log between states (a pod reaches Running sooner), and the
-	// agent's reporter sends what is queued together.
-	sm.Run(pctx, run, Start(), func(s sm.State[*Run]) {
+	report := func(s sm.State[*Run]) {
 		if ctx.Err() != nil || r.silent.Load() {
 			return
 		}
@@ -331,7 +371,60 @@ func (a *Agent) run(pctx, ctx context.Context, r *podRunner, w *podspec.Work) {
 			}
 		}
 		a.reports.add(r, w, Entered(s, run))
-	})
+	}
+	defer func() {
+		// A failure in this pod's machine or runtime is this pod's error,
+		// never the process's: the pod ends in Error for good, and is
+		// Terminated when deleted.
+		if p := recover(); p != nil {
+			a.cfg.Logger.Error("pod failed in the node agent", "pod", w.Namespace+"/"+w.Name, "panic", p, "stack", string(debug.Stack()))
+			run.killAll()
+			report(Error{Reason: "AgentError", Message: fmt.Sprintf("the node agent failed running this pod: %v", p), ExitCode: 128, Final: true})
+			<-pctx.Done()
+			report(Terminated{})
+		}
+	}()
+	// Reports are queued, not waited for: the machine does not wait for
+	// the log between states (a pod reaches Running sooner), and the
+	// agent's reporter sends what is queued together.
+	sm.Run(pctx, run, Start(), report)
+}
+
+// volumesDir is where the pod uid's emptyDir volumes live.
+func (a *Agent) volumesDir(uid string) string {
+	return filepath.Join(a.cfg.Dir, "volumes", uid)
+}
+
+// removeVolumes deletes the pod uid's emptyDir volumes (RemoveAll follows
+// no symlink, and a module can make none).
+func (a *Agent) removeVolumes(uid string) {
+	a.mu.Lock()
+	delete(a.quotas, uid)
+	a.mu.Unlock()
+	if !validUID(uid) {
+		return
+	}
+	if err := os.RemoveAll(a.volumesDir(uid)); err != nil {
+		a.cfg.Logger.Warn("removing a deleted pod's volumes failed", "uid", uid, "err", err)
+	}
+}
+
+// validUID tells whether uid can name a directory: no separator, not "."
+// or "..".
+func validUID(uid string) bool {
+	return uid != "" && uid != "." && uid != ".." && len(uid) <= 128 && !strings.ContainsAny(uid, "/\\\x00")
+}
+
+// podQuota is the quota of the pod uid's volumes together.
+func (a *Agent) podQuota(uid string) *quota {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	q := a.quotas[uid]
+	if q == nil {
+		q = newQuota(a.cfg.MaxVolumeBytes, max(usage(a.volumesDir(uid)), 0), nil)
+		a.quotas[uid] = q
+	}
+	return q
 }
 
 // report is one status to send.
@@ -469,6 +562,9 @@ func (e *nodeEnv) After(d time.Duration) <-chan time.Time { return e.a.cfg.Clock
 
 // CheckSpec refuses hostPath volumes outside the node's allowed roots.
 func (e *nodeEnv) CheckSpec(w *podspec.Work) error {
+	if !validUID(w.UID) {
+		return fmt.Errorf("metadata.uid %q cannot name the pod's volumes", w.UID)
+	}
 	for i, v := range w.Spec.Volumes {
 		if v.HostPath == nil {
 			continue
@@ -540,10 +636,11 @@ func (e *nodeEnv) Pull(ctx context.Context, image string) (string, error) {
 
 // Start compiles (once) and instantiates container c.
 func (e *nodeEnv) Start(ctx context.Context, w *podspec.Work, c *corev1.Container, digest string, restart int) (Process, error) {
-	var pages uint32
-	if limit := podspec.MemoryLimit(c); limit > 0 {
-		pages = uint32(min((limit+wasmPage-1)/wasmPage, 65536))
+	limit := podspec.MemoryLimit(c)
+	if limit <= 0 {
+		limit = e.a.cfg.DefaultMemoryLimit
 	}
+	pages := uint32(min((limit+wasmPage-1)/wasmPage, 65536))
 	rt, mod, err := e.a.host.compile(ctx, digest, e.imagePath(digest), pages)
 	if err != nil {
 		return nil, err
@@ -552,30 +649,71 @@ func (e *nodeEnv) Start(ctx context.Context, w *podspec.Work, c *corev1.Containe
 	for _, ev := range c.Env {
 		s.env = append(s.env, [2]string{ev.Name, ev.Value})
 	}
+	mounts, err := e.mounts(w, c)
+	if err != nil {
+		return nil, err
+	}
+	s.mounts = mounts
+	conn := e.a.cfg.Conn
+	budget := &logBudget{left: e.a.cfg.MaxLogBytes, limit: e.a.cfg.MaxLogBytes}
+	stdout := &logWriter{conn: conn, ns: w.Namespace, pod: w.Name, c: c.Name, stream: "stdout", restart: restart, budget: budget}
+	stderr := &logWriter{conn: conn, ns: w.Namespace, pod: w.Name, c: c.Name, stream: "stderr", restart: restart, budget: budget}
+	s.stdout, s.stderr = stdout, stderr
+	s.exited = func() {
+		stdout.Flush()
+		stderr.Flush()
+		for _, m := range mounts {
+			_ = m.fs.Close()
+		}
+	}
+	return e.a.host.start(ctx, rt, mod, s), nil
+}
+
+// mounts opens container c's volumes, each a file system the module
+// cannot leave (volumeFS); emptyDir volumes count against their
+// sizeLimit and the pod's share of the node (MaxVolumeBytes).
+func (e *nodeEnv) mounts(w *podspec.Work, c *corev1.Container) (out []mount, err error) {
+	defer func() {
+		if err != nil {
+			for _, m := range out {
+				_ = m.fs.Close()
+			}
+			out = nil
+		}
+	}()
 	for _, m := range c.VolumeMounts {
 		for _, v := range w.Spec.Volumes {
 			if v.Name != m.Name {
 				continue
 			}
-			dir := ""
+			var (
+				dir string
+				q   *quota
+			)
 			switch {
 			case v.HostPath != nil:
 				dir = v.HostPath.Path
 			case v.EmptyDir != nil:
-				dir = filepath.Join(e.a.cfg.Dir, "volumes", w.UID, v.Name)
+				dir = filepath.Join(e.a.volumesDir(w.UID), v.Name)
 				if err := os.MkdirAll(dir, 0o755); err != nil {
-					return nil, err
+					return out, err
 				}
+				limit := e.a.cfg.MaxVolumeBytes
+				if sl := v.EmptyDir.SizeLimit; sl != nil && sl.Value() > 0 {
+					limit = min(limit, sl.Value())
+				}
+				q = newQuota(limit, max(usage(dir), 0), e.a.podQuota(w.UID))
+			default:
+				continue
 			}
-			s.mounts = append(s.mounts, [2]string{dir, m.MountPath})
+			vfs, err := newVolumeFS(dir, m.ReadOnly, q)
+			if err != nil {
+				return out, fmt.Errorf("volume %s: %w", v.Name, err)
+			}
+			out = append(out, mount{fs: vfs, guest: m.MountPath})
 		}
 	}
-	conn := e.a.cfg.Conn
-	stdout := &logWriter{conn: conn, ns: w.Namespace, pod: w.Name, c: c.Name, stream: "stdout", restart: restart}
-	stderr := &logWriter{conn: conn, ns: w.Namespace, pod: w.Name, c: c.Name, stream: "stderr", restart: restart}
-	s.stdout, s.stderr = stdout, stderr
-	s.exited = func() { stdout.Flush(); stderr.Flush() }
-	return e.a.host.start(ctx, rt, mod, s), nil
+	return out, nil
 }
 
 // logFlushDelay is how long a container's output may wait to be
@@ -591,22 +729,57 @@ type logWriter struct {
 	conn               *events.NodeConn
 	ns, pod, c, stream string
 	restart            int
+	budget             *logBudget
 
 	mu    sync.Mutex
 	buf   []byte
 	timer *time.Timer
 }
 
+// logBudget is what one container start may still publish, shared by
+// its stdout and stderr.
+type logBudget struct {
+	mu          sync.Mutex
+	left, limit int64
+	told        bool
+}
+
+// take returns the part of p within the budget, and the line to publish
+// once when the budget ran out.
+func (b *logBudget) take(p []byte) ([]byte, []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if int64(len(p)) <= b.left {
+		b.left -= int64(len(p))
+		return p, nil
+	}
+	p = p[:b.left]
+	b.left = 0
+	if b.told {
+		return p, nil
+	}
+	b.told = true
+	return p, fmt.Appendf(nil, "\n[jetplane: this container's log limit of %d bytes is reached; the rest of its output is dropped]\n", b.limit)
+}
+
 func (l *logWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	kept, notice := p, []byte(nil)
+	if l.budget != nil {
+		kept, notice = l.budget.take(p)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
+	l.buf = append(append(l.buf, kept...), notice...)
+	if len(kept) == 0 && len(notice) == 0 {
+		return n, nil
+	}
 	if len(l.buf) >= events.LogChunkBytes {
 		l.flushLocked()
 	} else if l.timer == nil {
 		l.timer = time.AfterFunc(logFlushDelay, l.Flush)
 	}
-	return len(p), nil
+	return n, nil
 }
 
 // Flush publishes what is buffered.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 )
@@ -95,6 +96,12 @@ func (h *wasmHost) compile(ctx context.Context, digest, path string, pages uint3
 	}
 	h.mu.Unlock()
 	c.once.Do(func() {
+		defer func() {
+			// A module that breaks the compiler is refused, not fatal.
+			if r := recover(); r != nil {
+				c.mod, c.err = nil, fmt.Errorf("compile: the runtime failed on this module: %v", r)
+			}
+		}()
 		ctx := context.WithoutCancel(ctx)
 		var bin []byte
 		if bin, c.err = os.ReadFile(path); c.err != nil {
@@ -149,8 +156,14 @@ type wasmSpec struct {
 	// exited, when set, runs once the module has ended, before it is
 	// reported so (the logs' last output goes first).
 	exited func()
-	mounts [][2]string // host dir, guest path
+	mounts []mount
 	pages  uint32
+}
+
+// mount is a volume as a module sees it at guest.
+type mount struct {
+	fs    *volumeFS
+	guest string
 }
 
 // wasmProc is a running module. Its output's last bytes are kept for the
@@ -193,23 +206,38 @@ func (h *wasmHost) start(ctx context.Context, rt wazero.Runtime, mod *compiled, 
 	if len(s.mounts) > 0 {
 		fsc := wazero.NewFSConfig()
 		for _, m := range s.mounts {
-			fsc = fsc.WithDirMount(m[0], m[1])
+			fsc = fsc.(sysfs.FSConfig).WithSysFSMount(m.fs, m.guest)
 		}
 		cfg = cfg.WithFSConfig(fsc)
 	}
 	go func() {
 		defer close(p.done)
 		defer cancel()
-		inst, err := rt.InstantiateModule(experimental.WithMemoryAllocator(pctx, mod.alloc), mod.mod, cfg)
-		if inst != nil {
-			_ = inst.Close(context.Background())
-		}
-		p.exit = exitOf(err, p.tail, s.pages)
-		if s.exited != nil {
-			s.exited()
-		}
+		defer func() {
+			if s.exited != nil {
+				s.exited()
+			}
+		}()
+		p.exit = instantiate(pctx, rt, mod, cfg, p.tail, s.pages)
 	}()
 	return p
+}
+
+// instantiate runs the module to its end. Whatever fails in it, the
+// runtime's own code included (an allocator that cannot give a module its
+// memory panics inside wazero), is this container's exit, never the
+// process's.
+func instantiate(ctx context.Context, rt wazero.Runtime, mod *compiled, cfg wazero.ModuleConfig, tail *tailBuffer, pages uint32) (exit Exit) {
+	defer func() {
+		if r := recover(); r != nil {
+			exit = Exit{Code: 128, Reason: "ContainerCannotRun", Message: fmt.Sprintf("the runtime failed to run the module: %v", r)}
+		}
+	}()
+	inst, err := rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, mod.alloc), mod.mod, cfg)
+	if inst != nil {
+		_ = inst.Close(context.Background())
+	}
+	return exitOf(err, tail, pages)
 }
 
 // exitOf turns how instantiation ended into an Exit.
@@ -288,4 +316,23 @@ func (t *tailBuffer) lastLine() string {
 		}
 	}
 	return ""
+}
+
+// CheckModule tells why module cannot run on a node: it does not decode
+// or validate as WebAssembly (wazero's compiler checks what a node's
+// would; the interpreter does it without generating code). Image push
+// runs it, so that a module nobody can run is refused when pushed.
+func CheckModule(ctx context.Context, module []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the runtime failed on it: %v", r)
+		}
+	}()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer rt.Close(context.WithoutCancel(ctx))
+	mod, err := rt.CompileModule(ctx, module)
+	if err != nil {
+		return err
+	}
+	return mod.Close(ctx)
 }

@@ -89,7 +89,8 @@ func parseData(bin []byte) (*dataSection, error) {
 		return nil, err
 	}
 	b = b[n:]
-	segs := make([]segment, 0, count)
+	// A segment takes at least 4 bytes: the count cannot ask for more.
+	segs := make([]segment, 0, min(count, uint64(len(b)/4)))
 	for range count {
 		if len(b) < 3 || b[0] != 0 || b[1] != 0x41 { // active, memory 0, i32.const
 			return nil, errKeep
@@ -136,7 +137,11 @@ func mergeData(bin []byte) ([]byte, error) {
 		return nil, errKeep
 	}
 	var merged []segment
+	total := uint64(0)
 	for _, s := range segs {
+		if total += uint64(len(s.data)) + mergeGap; total > maxExpansion(bin) {
+			return nil, errKeep // the zeros written would cost more than the module
+		}
 		if len(merged) > 0 {
 			last := &merged[len(merged)-1]
 			end := uint64(last.off) + uint64(len(last.data))
@@ -182,12 +187,28 @@ func splitData(bin []byte) (stripped, image []byte, ok bool) {
 		return nil, nil, false
 	}
 	last := ds.segs[len(ds.segs)-1]
+	if uint64(last.off)+uint64(len(last.data)) > maxExpansion(bin) {
+		// A few bytes of module must not cost the node gigabytes: a
+		// segment far into memory stays a segment.
+		return nil, nil, false
+	}
+	if int(last.off)+len(last.data) == 0 {
+		// Segments of no bytes leave no image to map (a mapping of
+		// length 0 is an error): the module keeps its (empty) data.
+		return nil, nil, false
+	}
 	image = make([]byte, int(last.off)+len(last.data))
 	for _, s := range ds.segs {
 		copy(image[s.off:], s.data)
 	}
 	return replaceData(bin, ds, nil), image, true
 }
+
+// maxExpansion bounds the bytes the node builds from bin's data (an
+// image, merged segments): twice the module and 16 MiB, which a compiler's
+// data (a Go program's, 1 MiB of stack before a Rust program's) stays
+// well within.
+func maxExpansion(bin []byte) uint64 { return 2*uint64(len(bin)) + 16<<20 }
 
 func uleb(b []byte) (uint64, int, error) {
 	var v uint64

@@ -61,7 +61,7 @@ func (m *mmapMemory) Reallocate(size uint64) []byte {
 		if !m.reserve(pageRound(min(max(m.max, size), reserveFirst))) {
 			return nil
 		}
-		if m.image != nil {
+		if m.image != nil && m.image.size > 0 {
 			// The module's initial memory, copy-on-write: pages it only
 			// reads are the page cache's, shared by every instance. (The
 			// host checked that the image fits the memory's minimum.)
