@@ -166,7 +166,7 @@ func escape() {
 	mustFail("truncate a read-only file", os.Truncate("/ro/file.txt", 0))
 	mustFail("remove from a read-only mount", os.Remove("/ro/file.txt"))
 	mustFail("mkdir in a read-only mount", os.Mkdir("/ro/dir", 0o755))
-	mustFail("chmod in a read-only mount", os.Chmod("/ro/file.txt", 0o777))
+	// (WASI preview 1 has no chmod: Go's os.Chmod only stats.)
 	mustFail("rename in a read-only mount", os.Rename("/ro/file.txt", "/ro/moved"))
 	mustFail("symlink in a read-only mount", os.Symlink("file.txt", "/ro/link"))
 	mustFail("chtimes in a read-only mount", os.Chtimes("/ro/file.txt", time.Unix(1, 0), time.Unix(1, 0)))
