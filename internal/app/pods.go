@@ -113,7 +113,7 @@ func (a *App) podReconcilers(ctx context.Context) ([]reconcilers.Reconciler, err
 	}); ok {
 		a.pods.sched = st
 	}
-	pr, err := pod.NewReconciler(pod.Config{State: clearSecrets{a.store, a.seal}, Work: nodes, Scheduler: sched})
+	pr, err := pod.NewReconciler(pod.Config{State: clearSecrets{a.store, a.seal}, Work: nodes, Scheduler: sched, SealKeys: pod.HeartbeatKeys{Heartbeats: nodes}})
 	if err != nil {
 		return nil, err
 	}

@@ -2,12 +2,15 @@ package pod
 
 import (
 	"context"
+	"crypto/ecdh"
+	crand "crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -180,6 +183,8 @@ func physicalMemory() int64 {
 type Agent struct {
 	cfg  AgentConfig
 	host *wasmHost
+	// key opens the Secret values sealed for this node (Dir/seal.key).
+	key *ecdh.PrivateKey
 
 	reports *reporter
 
@@ -219,9 +224,41 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, host: host, pods: map[string]*podRunner{}, pulls: map[string]*sync.Mutex{}, quotas: map[string]*quota{}}
+	key, err := loadSealKey(filepath.Join(cfg.Dir, "seal.key"))
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, host: host, key: key, pods: map[string]*podRunner{}, pulls: map[string]*sync.Mutex{}, quotas: map[string]*quota{}}
 	a.reports = &reporter{a: a, wake: make(chan struct{}, 1)}
 	return a, nil
+}
+
+// loadSealKey reads the node's X25519 key from path, creating it (mode
+// 0600) on first start. Its public half goes in every heartbeat.
+func loadSealKey(path string) (*ecdh.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		key, err := ecdh.X25519().GenerateKey(crand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		tmp := path + ".new"
+		if err := os.WriteFile(tmp, key.Bytes(), 0o600); err != nil {
+			return nil, fmt.Errorf("node seal key: %w", err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return nil, fmt.Errorf("node seal key: %w", err)
+		}
+		return key, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("node seal key: %w", err)
+	}
+	key, err := ecdh.X25519().NewPrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("node seal key %s: %w; remove it to make a new one (pods holding Secret values are then sealed again for the new key)", path, err)
+	}
+	return key, nil
 }
 
 // Start runs until ctx ends: heartbeats, and the pods of the node's work.
@@ -288,7 +325,7 @@ func (a *Agent) beat(ctx context.Context) error {
 	a.mu.Unlock()
 	pods := *resource.NewQuantity(int64(a.cfg.Pods), resource.DecimalSI)
 	capacity := corev1.ResourceList{corev1.ResourceCPU: a.cfg.CPU, corev1.ResourceMemory: a.cfg.Memory, corev1.ResourcePods: pods}
-	rep := podspec.Report{Node: a.cfg.Node, Labels: a.cfg.Labels, Taints: a.cfg.Taints, Capacity: capacity, Allocatable: capacity, Pods: n, Agent: "jetplane"}
+	rep := podspec.Report{Node: a.cfg.Node, Labels: a.cfg.Labels, Taints: a.cfg.Taints, Capacity: capacity, Allocatable: capacity, Pods: n, Agent: "jetplane", SealKey: a.key.PublicKey().Bytes()}
 	data, err := json.Marshal(rep)
 	if err != nil {
 		return err
@@ -564,6 +601,9 @@ func (e *nodeEnv) After(d time.Duration) <-chan time.Time { return e.a.cfg.Clock
 func (e *nodeEnv) CheckSpec(w *podspec.Work) error {
 	if !validUID(w.UID) {
 		return fmt.Errorf("metadata.uid %q cannot name the pod's volumes", w.UID)
+	}
+	if err := w.Open(e.a.cfg.Node, e.a.key); err != nil {
+		return err
 	}
 	for i, v := range w.Spec.Volumes {
 		if v.HostPath == nil {

@@ -2,13 +2,16 @@ package pod
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers"
 	"github.com/jetplane/jetplane/schemas"
@@ -41,6 +44,40 @@ type Config struct {
 	// Scheduler places pods without a nodeName; nil leaves them Pending
 	// (reason Unschedulable-until-scheduled).
 	Scheduler Scheduler
+	// SealKeys finds the key a node's Secret values are sealed for; nil
+	// refuses pods that take env from Secrets (they never go in clear).
+	SealKeys SealKeys
+}
+
+// SealKeys finds the public key node publishes for sealing its pods'
+// Secret values.
+type SealKeys interface {
+	SealKey(ctx context.Context, node string) ([]byte, error)
+}
+
+// Heartbeats reads nodes' latest heartbeats.
+type Heartbeats interface {
+	Heartbeat(ctx context.Context, node string) (events.Heartbeat, error)
+}
+
+// HeartbeatKeys finds seal keys in nodes' heartbeats (podspec.Report),
+// which only a node's own credential can write.
+type HeartbeatKeys struct{ Heartbeats Heartbeats }
+
+// SealKey implements SealKeys.
+func (h HeartbeatKeys) SealKey(ctx context.Context, node string) ([]byte, error) {
+	hb, err := h.Heartbeats.Heartbeat(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	var rep podspec.Report
+	if err := json.Unmarshal(hb.Data, &rep); err != nil {
+		return nil, fmt.Errorf("heartbeat of %s: %w", node, err)
+	}
+	if len(rep.SealKey) == 0 {
+		return nil, fmt.Errorf("node %s publishes no key to seal Secret values for: run a newer node agent there", node)
+	}
+	return rep.SealKey, nil
 }
 
 // Reconciler is the one reconciler of kind Pod. For a bound pod it
@@ -55,6 +92,15 @@ type Reconciler struct {
 	// waiting maps an object a pod waits for (its node, a ConfigMap) to
 	// the pods waiting, so that its arrival runs them.
 	waiting map[projections.Key]map[projections.Key]bool
+	// sealed keeps each pod's last sealed values by what they seal, so
+	// that a reconcile that changes nothing writes the same work item
+	// (sealing is randomized).
+	sealed map[projections.Key]sealedWork
+}
+
+type sealedWork struct {
+	digest [32]byte // of the key, the node and pod, and the values
+	sealed []byte
 }
 
 var _ reconcilers.Watcher = (*Reconciler)(nil)
@@ -64,7 +110,7 @@ func NewReconciler(cfg Config) (*Reconciler, error) {
 	if cfg.State == nil || cfg.Work == nil {
 		return nil, errors.New("pod reconciler: state and work are required")
 	}
-	return &Reconciler{cfg: cfg, waiting: map[projections.Key]map[projections.Key]bool{}}, nil
+	return &Reconciler{cfg: cfg, waiting: map[projections.Key]map[projections.Key]bool{}, sealed: map[projections.Key]sealedWork{}}, nil
 }
 
 // Kinds implements reconcilers.Reconciler.
@@ -136,11 +182,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 		r.wait(key, nodeKey)
 		return pending("NodeNotFound", fmt.Sprintf("node %q does not exist; start its agent with jetplane node --name %s", spec.NodeName, spec.NodeName)), nil
 	}
-	if err := r.resolveEnv(key, obj.GetMetadata().GetNamespace(), spec); err != nil {
+	secrets, err := r.resolveEnv(key, obj.GetMetadata().GetNamespace(), spec)
+	if err != nil {
 		return pending("CreateContainerConfigError", err.Error()), nil
 	}
 	w := &podspec.Work{Namespace: key.Namespace, Name: key.Name, UID: obj.GetMetadata().GetUid(), Generation: obj.GetMetadata().GetGeneration(), Spec: *spec,
 		Finished: reported(obj) && finished(obj.GetStatus())}
+	if len(secrets) > 0 {
+		if err := r.seal(ctx, key, spec.NodeName, w, secrets); err != nil {
+			return pending("CreateContainerConfigError", err.Error()), nil
+		}
+	}
 	data, err := w.Encode()
 	if err != nil {
 		return reconcilers.Result{}, err
@@ -161,10 +213,48 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 // statuses carry v1 details; the reconciler's never do).
 func reported(obj *schemas.Object) bool { return obj.GetStatus().GetDetails() != nil }
 
+// seal puts the pod's Secret values into w, sealed for its node.
+func (r *Reconciler) seal(ctx context.Context, pod projections.Key, node string, w *podspec.Work, env podspec.SealedEnv) error {
+	if r.cfg.SealKeys == nil {
+		return errors.New("this instance cannot seal Secret values for nodes; take the value from a ConfigMap or run the pod on an instance with node agents")
+	}
+	pub, err := r.cfg.SealKeys.SealKey(ctx, node)
+	if err != nil {
+		return fmt.Errorf("sealing the pod's Secret values for node %s: %w", node, err)
+	}
+	plain, err := json.Marshal(env)
+	if err != nil {
+		return err
+	}
+	h := sha256.New()
+	for _, part := range [][]byte{pub, []byte(node), []byte(w.Namespace + "/" + w.Name + "/" + w.UID), plain} {
+		fmt.Fprintf(h, "%d:", len(part))
+		h.Write(part)
+	}
+	var digest [32]byte
+	h.Sum(digest[:0])
+	r.mu.Lock()
+	prev, ok := r.sealed[pod]
+	r.mu.Unlock()
+	if ok && prev.digest == digest {
+		w.Sealed = prev.sealed
+		return nil
+	}
+	if err := w.Seal(node, pub, env); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.sealed[pod] = sealedWork{digest: digest, sealed: w.Sealed}
+	r.mu.Unlock()
+	return nil
+}
+
 // resolveEnv replaces env valueFrom with the values of the ConfigMaps and
-// Secrets named, so the agent never reads them itself. A missing object or
-// key makes the pod wait for it.
-func (r *Reconciler) resolveEnv(pod projections.Key, ns string, spec *corev1.PodSpec) error {
+// Secrets named, so the agent never reads them itself: a ConfigMap's in
+// the spec, a Secret's returned (to be sealed) and left empty in the
+// spec. A missing object or key makes the pod wait for it.
+func (r *Reconciler) resolveEnv(pod projections.Key, ns string, spec *corev1.PodSpec) (podspec.SealedEnv, error) {
+	var secrets podspec.SealedEnv
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
 		for j := range c.Env {
@@ -185,16 +275,26 @@ func (r *Reconciler) resolveEnv(pod projections.Key, ns string, spec *corev1.Pod
 			ref := projections.Key{Kind: kind, Namespace: ns, Name: name}
 			val, found, err := r.lookup(ref, key)
 			if err != nil {
-				return fmt.Errorf("container %s env %s: %w", c.Name, e.Name, err)
+				return nil, fmt.Errorf("container %s env %s: %w", c.Name, e.Name, err)
 			}
 			if !found && !optional {
 				r.wait(pod, ref)
-				return fmt.Errorf("container %s env %s: %s has no key %q (or does not exist)", c.Name, e.Name, ref, key)
+				return nil, fmt.Errorf("container %s env %s: %s has no key %q (or does not exist)", c.Name, e.Name, ref, key)
 			}
 			e.Value, e.ValueFrom = val, nil
+			if kind == "Secret" && found {
+				if secrets == nil {
+					secrets = podspec.SealedEnv{}
+				}
+				if secrets[c.Name] == nil {
+					secrets[c.Name] = map[string]string{}
+				}
+				secrets[c.Name][e.Name] = val
+				e.Value = ""
+			}
 		}
 	}
-	return nil
+	return secrets, nil
 }
 
 func (r *Reconciler) lookup(ref projections.Key, key string) (string, bool, error) {
@@ -226,6 +326,9 @@ func (r *Reconciler) lookup(ref projections.Key, key string) (string, bool, erro
 func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (reconcilers.Result, error) {
 	key := projections.ObjectKey(obj)
 	r.unwait(key)
+	r.mu.Lock()
+	delete(r.sealed, key)
+	r.mu.Unlock()
 	spec, err := podspec.Pod(obj.GetSpec())
 	if err != nil || spec.NodeName == "" {
 		return reconcilers.Result{}, nil

@@ -8,8 +8,8 @@ import (
 
 // Work is what an instance hands a node agent about one pod bound to it,
 // in the JP_NODEWORK bucket: everything the agent needs to run the pod,
-// resolved (env values from ConfigMaps and Secrets included), so that the
-// agent never reads the log.
+// resolved (env values from ConfigMaps included, those from Secrets
+// sealed for the node in Sealed), so that the agent never reads the log.
 type Work struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
@@ -23,6 +23,9 @@ type Work struct {
 	// Finished says the pod ended for good (its agent reported it
 	// Succeeded or Failed): an agent that restarts does not run it again.
 	Finished bool `json:"finished,omitempty"`
+	// Sealed holds the env values taken from Secrets, sealed for the
+	// node (Seal, Open); their entries in Spec have no value.
+	Sealed []byte `json:"sealed,omitempty"`
 }
 
 // Encode is the bucket's value.
@@ -49,4 +52,7 @@ type Report struct {
 	Pods int `json:"pods"`
 	// Agent is the agent's version string.
 	Agent string `json:"agent,omitempty"`
+	// SealKey is the node's X25519 public key (32 bytes) that pods'
+	// Secret values are sealed for (Work.Seal).
+	SealKey []byte `json:"sealKey,omitempty"`
 }
