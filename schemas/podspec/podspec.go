@@ -10,7 +10,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"path"
 	"path/filepath"
+	"strings"
 	"regexp"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -146,10 +148,20 @@ func checkPod(ps *corev1.PodSpec) error {
 				return fieldErr(ep+".valueFrom", "only configMapKeyRef and secretKeyRef are supported")
 			}
 		}
+		mounts := map[string]bool{}
 		for j, m := range c.VolumeMounts {
-			if !vols[m.Name] {
-				return fieldErr(fmt.Sprintf("%s.volumeMounts[%d].name", p, j), "%q names no volume of the pod", m.Name)
+			mp := fmt.Sprintf("%s.volumeMounts[%d]", p, j)
+			switch {
+			case !vols[m.Name]:
+				return fieldErr(mp+".name", "%q names no volume of the pod", m.Name)
+			case !path.IsAbs(m.MountPath) || path.Clean(m.MountPath) != m.MountPath || strings.ContainsAny(m.MountPath, "\x00\\"):
+				return fieldErr(mp+".mountPath", "%q must be an absolute, clean path such as /data", m.MountPath)
+			case mounts[m.MountPath]:
+				return fieldErr(mp+".mountPath", "%q is mounted twice", m.MountPath)
+			case m.SubPath != "" || m.SubPathExpr != "":
+				return fieldErr(mp+".subPath", "is not supported")
 			}
+			mounts[m.MountPath] = true
 		}
 		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && q.Value() < 64<<10 {
 			return fieldErr(p+".resources.limits.memory", "%s is below one WebAssembly page (64Ki)", q.String())

@@ -26,6 +26,13 @@ func container(extra map[string]any) []any {
 	return []any{c}
 }
 
+func withMount(m map[string]any) map[string]any {
+	return map[string]any{
+		"containers": container(map[string]any{"volumeMounts": []any{m}}),
+		"volumes":    []any{map[string]any{"name": "v", "emptyDir": map[string]any{}}},
+	}
+}
+
 func TestPodSpecs(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -47,6 +54,12 @@ func TestPodSpecs(t *testing.T) {
 		{"relative host path", map[string]any{"containers": container(nil), "volumes": []any{map[string]any{"name": "v", "hostPath": map[string]any{"path": "data"}}}}, "spec.volumes[0].hostPath.path"},
 		{"mount of no volume", map[string]any{"containers": container(map[string]any{"volumeMounts": []any{map[string]any{"name": "v", "mountPath": "/d"}}})}, "spec.containers[0].volumeMounts[0].name"},
 		{"restart policy", map[string]any{"restartPolicy": "Sometimes", "containers": container(nil)}, "spec.restartPolicy"},
+		{"relative mount path", withMount(map[string]any{"name": "v", "mountPath": "data"}), "spec.containers[0].volumeMounts[0].mountPath"},
+		{"mount path with ..", withMount(map[string]any{"name": "v", "mountPath": "/data/../etc"}), "spec.containers[0].volumeMounts[0].mountPath"},
+		{"sub path", withMount(map[string]any{"name": "v", "mountPath": "/data", "subPath": "../x"}), "spec.containers[0].volumeMounts[0].subPath"},
+		{"image with ..", map[string]any{"containers": []any{map[string]any{"name": "m", "image": "../../etc:v1"}}}, "spec.containers[0].image"},
+		{"image with three parts", map[string]any{"containers": []any{map[string]any{"name": "m", "image": "a/b/c:v1"}}}, "spec.containers[0].image"},
+		{"mount", withMount(map[string]any{"name": "v", "mountPath": "/data", "readOnly": true}), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
