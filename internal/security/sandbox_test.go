@@ -288,8 +288,12 @@ func TestModuleCannotLeaveItsVolumes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the data directory has no key file to steal: %v", err)
 	}
-	// Links the host left in a mounted directory.
-	for link, target := range map[string]string{"root-link": "/", "keys-link": keys} {
+	if err := os.WriteFile(filepath.Join(shared, "inner.txt"), []byte("inside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Links the host left in a mounted directory: two lead out, one stays
+	// inside (and works).
+	for link, target := range map[string]string{"root-link": "/", "keys-link": keys, "inner-link": "inner.txt"} {
 		if err := os.Symlink(target, filepath.Join(shared, link)); err != nil {
 			t.Fatal(err)
 		}

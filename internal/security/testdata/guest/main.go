@@ -175,6 +175,17 @@ func escape() {
 		os.Exit(3)
 	}
 
+	// What stays inside works: listing a volume, and a host's link that
+	// points within its mount.
+	if entries, err := os.ReadDir("/data"); err != nil || len(entries) == 0 {
+		fmt.Println("list /data:", len(entries), err)
+		os.Exit(3)
+	}
+	if b, err := os.ReadFile("/host/inner-link"); err != nil || string(b) != "inside" {
+		fmt.Printf("read /host/inner-link: %q %v\n", b, err)
+		os.Exit(3)
+	}
+
 	if len(escaped) > 0 {
 		fmt.Println("escapes:", len(escaped))
 		os.Exit(1)
