@@ -351,6 +351,12 @@ func (a *Agent) work(ctx context.Context, ns, name string, data []byte, removed 
 			cur.silent.Store(true)
 			cur.cancel()
 			delete(a.pods, key)
+			// The pod is finalized: its volumes go, once its machine (if
+			// it still ran one) has stopped using them.
+			go func() {
+				<-cur.done
+				a.removeVolumes(cur.uid)
+			}()
 		}
 		return
 	}
