@@ -15,8 +15,8 @@ import (
 type nilMemory struct{}
 
 func (nilMemory) Allocate(_, _ uint64) experimental.LinearMemory { return nilMemory{} }
-func (nilMemory) Reallocate(uint64) []byte                      { return nil }
-func (nilMemory) Free()                                         {}
+func (nilMemory) Reallocate(uint64) []byte                       { return nil }
+func (nilMemory) Free()                                          {}
 
 // A panic inside the runtime while a module starts is that container's
 // exit, not the process's.

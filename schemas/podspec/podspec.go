@@ -12,8 +12,8 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
-	"strings"
 	"regexp"
+	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
