@@ -290,6 +290,23 @@ func (a *Agent) Start(ctx context.Context) error {
 	}()
 	defer func() { <-reporting }()
 	go func() {
+		// Volumes of pods deleted while the agent was down: once the
+		// work present at start has been seen, then now and then.
+		first := time.NewTimer(volumeSweepFirst)
+		defer first.Stop()
+		t := time.NewTicker(volumeSweepEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-first.C:
+			case <-t.C:
+			}
+			a.sweepVolumes()
+		}
+	}()
+	go func() {
 		t := time.NewTicker(a.cfg.Heartbeat)
 		defer t.Stop()
 		for {
@@ -449,6 +466,35 @@ func (a *Agent) removeVolumes(uid string) {
 	}
 	if err := os.RemoveAll(a.volumesDir(uid)); err != nil {
 		a.cfg.Logger.Warn("removing a deleted pod's volumes failed", "uid", uid, "err", err)
+	}
+}
+
+// How often the agent removes volumes no pod of its own holds.
+const (
+	volumeSweepFirst = time.Minute
+	volumeSweepEvery = 10 * time.Minute
+)
+
+// sweepVolumes removes the volumes of pods the agent no longer has (they
+// were deleted while it was down).
+func (a *Agent) sweepVolumes() {
+	entries, err := os.ReadDir(filepath.Join(a.cfg.Dir, "volumes"))
+	if err != nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	live := map[string]bool{}
+	for _, r := range a.pods {
+		live[r.uid] = true
+	}
+	for _, e := range entries {
+		if uid := e.Name(); !live[uid] && validUID(uid) {
+			delete(a.quotas, uid)
+			if err := os.RemoveAll(a.volumesDir(uid)); err != nil {
+				a.cfg.Logger.Warn("removing a gone pod's volumes failed", "uid", uid, "err", err)
+			}
+		}
 	}
 }
 

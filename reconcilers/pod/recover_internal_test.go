@@ -3,7 +3,12 @@ package pod
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/tetratelabs/wazero/experimental"
@@ -63,5 +68,24 @@ func TestSplitDataRefusesEmptyAndFarImages(t *testing.T) {
 	far := append(bytes.Clone(head), 0x0b, 0x0b, 0x01, 0x00, 0x41, 0x80, 0x80, 0xfc, 0xff, 0x07, 0x0b, 0x01, 0x2a)
 	if _, _, ok := splitData(far); ok {
 		t.Error("built a memory image of 2 GiB for one byte")
+	}
+}
+
+// The sweep removes volumes of pods the agent no longer has, and keeps
+// those of its pods.
+func TestSweepRemovesGonePodsVolumes(t *testing.T) {
+	dir := t.TempDir()
+	a := &Agent{cfg: AgentConfig{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, pods: map[string]*podRunner{"default/live": {uid: "live-uid"}}, quotas: map[string]*quota{}}
+	for _, uid := range []string{"live-uid", "gone-uid"} {
+		if err := os.MkdirAll(filepath.Join(a.volumesDir(uid), "data"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.sweepVolumes()
+	if _, err := os.Stat(a.volumesDir("live-uid")); err != nil {
+		t.Errorf("a live pod's volumes went: %v", err)
+	}
+	if _, err := os.Stat(a.volumesDir("gone-uid")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a gone pod's volumes stayed: %v", err)
 	}
 }
