@@ -117,9 +117,10 @@ func (v *volumeFS) OpenFile(path string, flag experimentalsys.Oflag, perm fs.Fil
 			created = true
 		}
 	}
+	var truncated int64
 	if osFlag&os.O_TRUNC != 0 && v.quota != nil {
-		if fi, err := v.root.Lstat(path); err == nil && fi.Mode().IsRegular() {
-			defer func() { v.quota.refund(fi.Size()) }()
+		if fi, err := v.root.Stat(path); err == nil && fi.Mode().IsRegular() {
+			truncated = fi.Size()
 		}
 	}
 	f, err := v.root.OpenFile(path, osFlag, perm&fs.ModePerm)
@@ -128,6 +129,9 @@ func (v *volumeFS) OpenFile(path string, flag experimentalsys.Oflag, perm fs.Fil
 			v.quota.refund(entryBytes)
 		}
 		return nil, errnoOf(err)
+	}
+	if truncated > 0 {
+		v.quota.refund(truncated)
 	}
 	vf := &volumeFile{f: f, fs: v, name: path, append: flag&experimentalsys.O_APPEND != 0}
 	if v.quota != nil {
