@@ -211,14 +211,15 @@ func (v *volumeFS) Rename(from, to string) experimentalsys.Errno {
 	return 0
 }
 
-// released refunds what a removed entry cost, unless the module still has
-// it open (its bytes stay on disk until closed: they stay charged).
+// released refunds what a removed entry cost; a file the module still
+// has open keeps its bytes on disk, so they stay charged until its last
+// close (volumeFile.Close).
 func (v *volumeFS) released(fi fs.FileInfo) {
 	if v.quota == nil {
 		return
 	}
 	st := sys.NewStat_t(fi)
-	if v.quota.isOpen(st.Ino) || st.Nlink > 1 {
+	if st.Nlink > 1 || v.quota.unlinkedOpen(st.Ino) {
 		return
 	}
 	n := int64(entryBytes)
@@ -472,8 +473,13 @@ func (vf *volumeFile) Utimens(atim, mtim int64) experimentalsys.Errno {
 }
 
 func (vf *volumeFile) Close() experimentalsys.Errno {
-	if vf.fs.quota != nil && vf.ino != 0 {
-		vf.fs.quota.closed(vf.ino)
+	if q := vf.fs.quota; q != nil && vf.ino != 0 {
+		fi, err := vf.f.Stat()
+		if q.closed(vf.ino) && err == nil {
+			// The last handle of a file removed while open: its bytes
+			// leave the disk now.
+			q.refund(entryBytes + fi.Size())
+		}
 	}
 	return errnoOf(vf.f.Close())
 }
@@ -482,15 +488,16 @@ func (vf *volumeFile) Close() experimentalsys.Errno {
 // volumes hold: one per volume, each charging its pod's as well. Safe for
 // concurrent use.
 type quota struct {
-	mu     sync.Mutex
-	used   int64
-	limit  int64
-	parent *quota
-	open   map[sys.Inode]int // files the module has open, by inode
+	mu       sync.Mutex
+	used     int64
+	limit    int64
+	parent   *quota
+	open     map[sys.Inode]int  // files the module has open, by inode
+	unlinked map[sys.Inode]bool // of those, the ones removed since
 }
 
 func newQuota(limit, used int64, parent *quota) *quota {
-	return &quota{limit: limit, used: used, parent: parent, open: map[sys.Inode]int{}}
+	return &quota{limit: limit, used: used, parent: parent, open: map[sys.Inode]int{}, unlinked: map[sys.Inode]bool{}}
 }
 
 // charge takes n bytes, or nothing when they would pass a limit.
@@ -522,18 +529,30 @@ func (q *quota) opened(ino sys.Inode) {
 	q.open[ino]++
 }
 
-func (q *quota) closed(ino sys.Inode) {
+// closed notes a handle of ino closed; it tells whether that was the
+// last one of a file removed while open.
+func (q *quota) closed(ino sys.Inode) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.open[ino]--; q.open[ino] <= 0 {
-		delete(q.open, ino)
+	if q.open[ino]--; q.open[ino] > 0 {
+		return false
 	}
+	delete(q.open, ino)
+	gone := q.unlinked[ino]
+	delete(q.unlinked, ino)
+	return gone
 }
 
-func (q *quota) isOpen(ino sys.Inode) bool {
+// unlinkedOpen notes ino removed, and tells whether it is still open (its
+// refund then waits for the last close).
+func (q *quota) unlinkedOpen(ino sys.Inode) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.open[ino] > 0
+	if q.open[ino] > 0 {
+		q.unlinked[ino] = true
+		return true
+	}
+	return false
 }
 
 // usage is what dir already holds, as a quota counts it.
