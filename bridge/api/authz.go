@@ -89,6 +89,7 @@ var routeVerbs = map[string]verb{
 	"GET /v1/objects":   verbRead,
 	"GET /v1/object":    verbRead,
 	"GET /v1/watch":     verbRead,
+	"GET /v1/subscribe": verbRead,
 	"GET /v1/history":   verbRead,
 	"GET /v1/state":     verbRead,
 	"GET /v1/clusters":  verbRead,
@@ -175,7 +176,7 @@ func authorize(p *Principal, pattern string, r *http.Request) error {
 	if !p.may(v) {
 		return httpError(http.StatusForbidden, fmt.Sprintf("%s (role %s) may not %s", p.Name, p.Role, pattern))
 	}
-	if len(p.Namespaces) == 0 || pattern == "POST /v1/apply" || pattern == "GET /v1/version" {
+	if len(p.Namespaces) == 0 || pattern == "POST /v1/apply" || pattern == "GET /v1/version" || pattern == "GET /v1/subscribe" {
 		// Apply checks each object's namespace once decoded; the version
 		// tells nothing of any namespace.
 		return nil

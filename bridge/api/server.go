@@ -146,6 +146,7 @@ func New(cfg Config) (*Server, error) {
 	s.route("GET /v1/history", s.history)
 	s.route("GET /v1/state", s.state)
 	s.route("GET /v1/watch", s.watch)
+	s.route("GET /v1/subscribe", s.subscribe)
 	s.route("GET /v1/clusters", s.clusters)
 	s.routeCLI()
 	s.podRoutes()
@@ -201,7 +202,7 @@ func (s *Server) route(pattern string, h handler) {
 		}
 		if err == nil {
 			var release func()
-			if release, err = s.limits.admit(p, pattern == "GET /v1/watch"); err == nil {
+			if release, err = s.limits.admit(p, pattern == "GET /v1/watch" || pattern == "GET /v1/subscribe"); err == nil {
 				defer release()
 			} else if le := (*limited)(nil); errors.As(err, &le) {
 				err = writeLimited(sw, le)
@@ -218,7 +219,7 @@ func (s *Server) route(pattern string, h handler) {
 			s.writeError(sw, r, err)
 		}
 		s.reqs.WithLabelValues(name, strconv.Itoa(sw.code)).Inc()
-		if name != "/v1/watch" {
+		if name != "/v1/watch" && name != "/v1/subscribe" {
 			s.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
 		}
 	})

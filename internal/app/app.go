@@ -92,8 +92,12 @@ type Config struct {
 	// Queue tunes the reconcilers' queues.
 	Queue queue.Config
 	// Pods configures the Pod and Node kinds and the local node agent.
-	Pods   PodsConfig
-	Logger *slog.Logger
+	Pods PodsConfig
+	// SubscriptionPrivateSinks lets Subscriptions deliver to loopback,
+	// private and link-local addresses (refused by default: a subscription
+	// must not reach into the control plane's own network).
+	SubscriptionPrivateSinks bool
+	Logger                   *slog.Logger
 }
 
 // App is a running jetplane process.
@@ -209,6 +213,11 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	recs = append(slices.Clone(recs), hr)
+	subs, err := a.subscriptions(blobs)
+	if err != nil {
+		return nil, err
+	}
+	recs = append(recs, subs)
 	if a.runtime, err = reconcilers.New(reconcilers.Config{
 		Log: a.log, State: a.store, Reconcilers: recs, Instance: cfg.Instance,
 		Queue: cfg.Queue, Logger: cfg.Logger, Metrics: reconcilers.NewMetrics(reg), GroupCommit: cfg.SyncAlways,

@@ -69,6 +69,7 @@ var Builtin = []Info{
 	// jetplane's own kinds.
 	{Kind: "Apply", Plural: "applies", Namespaced: true},
 	{Kind: "HelmRelease", Plural: "helmreleases", Short: []string{"hr"}, Namespaced: true},
+	{Kind: "Subscription", Plural: "subscriptions", Short: []string{"sub"}, Namespaced: true},
 }
 
 var (
