@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -97,8 +99,33 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request, _ string) err
 		flusher.Flush()
 	}
 	feed := projections.Feed{Store: s.cfg.Store, Log: s.cfg.Log, Blobs: s.cfg.Blobs}
+	// Lines are written as they come and flushed at most every 50 ms, so a
+	// reader catching up from an old sequence gets full packets and a
+	// follower gets each change within 50 ms.
+	var mu sync.Mutex
+	dirty := false
+	stop := make(chan struct{})
+	defer close(stop)
+	if flusher != nil {
+		go func() {
+			t := time.NewTicker(50 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					mu.Lock()
+					if dirty {
+						flusher.Flush()
+						dirty = false
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
 	enc := json.NewEncoder(w)
-	pending := 0
 	err = feed.Read(r.Context(), projections.FeedOptions{From: from, Follow: follow}, func(c projections.Change) error {
 		if c.Event == nil || !f.Match(c.Key.Kind, c.Key.Namespace, labelsOf(c.Object), c.Event.GetType()) {
 			return nil
@@ -107,19 +134,16 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request, _ string) err
 		if err != nil {
 			return err
 		}
-		if err := enc.Encode(ev); err != nil {
-			return err
-		}
-		pending++
-		if flusher != nil && (pending >= 256 || s.cfg.Store.Seq() <= c.Sequence) {
-			flusher.Flush()
-			pending = 0
-		}
-		return nil
+		mu.Lock()
+		defer mu.Unlock()
+		dirty = true
+		return enc.Encode(ev)
 	})
+	mu.Lock()
 	if flusher != nil {
 		flusher.Flush()
 	}
+	mu.Unlock()
 	if err != nil && r.Context().Err() == nil {
 		s.cfg.Logger.Warn("subscribe stream ended", "err", err)
 	}

@@ -278,8 +278,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 		return res, nil
 	}
 
-	upTo, sent, derr := r.deliver(ctx, spec, signKey, batch)
+	upTo, sent, failed, derr := r.deliver(ctx, spec, signKey, batch)
 	st.Count += uint64(sent)
+	if failed.n > 0 {
+		st.Failures += failed.n
+		st.LastError = failed.last
+	}
 	if derr == nil {
 		upTo = last
 	}
@@ -290,8 +294,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 	r.cursor[key] = cursor{uid: obj.GetMetadata().GetUid(), seq: st.Delivered}
 	r.mu.Unlock()
 	if derr != nil {
-		st.Failures++
-		st.LastError = derr.Error()
 		now := r.cfg.Now()
 		if st.FailingSince.IsZero() {
 			st.FailingSince = now
@@ -303,7 +305,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 		}
 		return r.result(st), derr
 	}
-	st.FailingSince, st.LastError = time.Time{}, ""
+	st.FailingSince = time.Time{}
 	st.Lag = r.cfg.Head() - min(st.Delivered, r.cfg.Head())
 	res := r.result(st)
 	if more {
@@ -375,12 +377,27 @@ func (r *Reconciler) signingKey(obj *schemas.Object, spec *sub.Spec) ([]byte, er
 	return b, nil
 }
 
+// attempts counts failed delivery attempts and keeps the last one's error.
+type attempts struct {
+	mu   sync.Mutex
+	n    uint64
+	last string
+}
+
+func (a *attempts) add(err error) {
+	a.mu.Lock()
+	a.n++
+	a.last = err.Error()
+	a.mu.Unlock()
+}
+
 // deliver POSTs batch, one object's changes in order and up to
 // spec.MaxInFlight objects at once. It returns the sequence up to which
 // every change was delivered (the place to record), how many deliveries
-// succeeded, and the first error when some change could not be delivered
-// within the run's budget.
-func (r *Reconciler) deliver(ctx context.Context, spec *sub.Spec, key []byte, batch []projections.Change) (uint64, int, error) {
+// succeeded, the failed attempts, and the first error when some change
+// could not be delivered within the run's budget.
+func (r *Reconciler) deliver(ctx context.Context, spec *sub.Spec, key []byte, batch []projections.Change) (uint64, int, *attempts, error) {
+	failed := &attempts{}
 	byKey := map[projections.Key][]int{}
 	var order []projections.Key
 	for i, c := range batch {
@@ -407,7 +424,7 @@ func (r *Reconciler) deliver(ctx context.Context, spec *sub.Spec, key []byte, ba
 			defer wg.Done()
 			defer func() { <-sem }()
 			for _, i := range idx {
-				if err := r.send(runCtx, spec, key, batch[i]); err != nil {
+				if err := r.send(runCtx, spec, key, batch[i], failed); err != nil {
 					mu.Lock()
 					if firstErr == nil {
 						firstErr = err
@@ -424,7 +441,7 @@ func (r *Reconciler) deliver(ctx context.Context, spec *sub.Spec, key []byte, ba
 	}
 	wg.Wait()
 	if firstErr == nil {
-		return batch[len(batch)-1].Sequence, sent, nil
+		return batch[len(batch)-1].Sequence, sent, failed, nil
 	}
 	// The place is just before the first change not delivered.
 	var upTo uint64
@@ -434,11 +451,11 @@ func (r *Reconciler) deliver(ctx context.Context, spec *sub.Spec, key []byte, ba
 			break
 		}
 	}
-	return upTo, sent, firstErr
+	return upTo, sent, failed, firstErr
 }
 
 // send delivers one change, retrying with backoff until ctx ends.
-func (r *Reconciler) send(ctx context.Context, spec *sub.Spec, key []byte, c projections.Change) error {
+func (r *Reconciler) send(ctx context.Context, spec *sub.Spec, key []byte, c projections.Change, failed *attempts) error {
 	obj := c.Object
 	if obj != nil {
 		obj = r.cfg.Mask(obj)
@@ -452,6 +469,9 @@ func (r *Reconciler) send(ctx context.Context, spec *sub.Spec, key []byte, c pro
 		err := r.post(ctx, spec, key, ev)
 		if err == nil {
 			return nil
+		}
+		if ctx.Err() == nil {
+			failed.add(err)
 		}
 		select {
 		case <-ctx.Done():
