@@ -45,14 +45,25 @@ type State interface {
 	List(projections.Query) ([]*schemas.Object, uint64)
 }
 
-// Writer records desired state: the gate.
+// Writer records desired state: the gate. Every write is made for owner,
+// the release, in the scope of whoever last set the release's spec; the
+// gate marks the children as owner's and refuses to touch objects owner
+// does not own (ErrNotOwner).
 type Writer interface {
 	// Apply records objs atomically and reports how many changed (an
 	// object identical to the stored one is not written).
-	Apply(ctx context.Context, actor string, objs []*schemas.Object) (changed int, err error)
+	Apply(ctx context.Context, owner *schemas.Object, actor string, objs []*schemas.Object) (changed int, err error)
 	// Delete requests deletion of k; a key already gone is not an error.
-	Delete(ctx context.Context, actor string, k projections.Key) error
+	Delete(ctx context.Context, owner *schemas.Object, actor string, k projections.Key) error
 }
+
+// ErrNotOwner marks a write the Writer refused because the object exists
+// and the release neither created it nor may adopt it.
+var ErrNotOwner = errors.New("not the owner")
+
+// ConditionConflict is True while a child the chart renders is an object
+// the release does not own; its message names the object.
+const ConditionConflict = "Conflict"
 
 // History reads every event of one key, oldest first.
 type History func(ctx context.Context, k projections.Key) ([]*schemas.Event, error)
@@ -205,7 +216,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 	// Most runs follow a child's status change and find every child as
 	// rendered: then the gate is not asked at all.
 	if !r.inState(children) {
-		if _, err := r.cfg.Writer.Apply(ctx, r.cfg.Actor, children); err != nil {
+		if _, err := r.cfg.Writer.Apply(ctx, obj, r.cfg.Actor, children); err != nil {
+			if errors.Is(err, ErrNotOwner) {
+				// Retried with backoff: the object's writer may yet allow
+				// the adoption, or remove the object.
+				return reconcilers.Result{Conditions: []*schemas.Condition{{Type: ConditionConflict, Status: "True", Reason: "NotOwner", Message: err.Error()}}},
+					fmt.Errorf("write children: %w", err)
+			}
 			return reconcilers.Result{}, fmt.Errorf("write children: %w", err)
 		}
 	}
@@ -220,7 +237,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 			stale = append(stale, o)
 		}
 	}
-	if err := r.prune(ctx, stale); err != nil {
+	if err := r.prune(ctx, obj, stale); err != nil {
 		return reconcilers.Result{}, err
 	}
 	diff, err := r.valuesDiff(ctx, key, obj)
@@ -370,12 +387,18 @@ func (r *Reconciler) values(key projections.Key, spec *Spec) (map[string]any, er
 }
 
 // prune deletes stale children, dependents before what they depend on.
-func (r *Reconciler) prune(ctx context.Context, stale []*schemas.Object) error {
+func (r *Reconciler) prune(ctx context.Context, release *schemas.Object, stale []*schemas.Object) error {
 	for _, o := range reverseOrder(stale) {
 		if o.GetStatus().GetGoal() == projections.GoalDeleted {
 			continue
 		}
-		if err := r.cfg.Writer.Delete(ctx, r.cfg.Actor, projections.ObjectKey(o)); err != nil {
+		err := r.cfg.Writer.Delete(ctx, release, r.cfg.Actor, projections.ObjectKey(o))
+		if errors.Is(err, ErrNotOwner) {
+			// It carries the release's labels but not its ownership (a
+			// user's object labelled so): not the release's to delete.
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("prune %s: %w", projections.ObjectKey(o), err)
 		}
 	}
@@ -401,7 +424,7 @@ func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (reconci
 	if len(mine) == 0 {
 		return reconcilers.Result{}, nil
 	}
-	if err := r.prune(ctx, mine); err != nil {
+	if err := r.prune(ctx, obj, mine); err != nil {
 		return reconcilers.Result{}, err
 	}
 	return reconcilers.Result{
@@ -473,7 +496,7 @@ func (r *Reconciler) inState(children []*schemas.Object) bool {
 
 func sameMeta(cur, want *schemas.ObjectMeta) bool {
 	return cur.GetGroup() == want.GetGroup() && maps.Equal(cur.GetLabels(), want.GetLabels()) &&
-		maps.Equal(cur.GetAnnotations(), want.GetAnnotations()) && slices.EqualFunc(cur.GetDependsOn(), want.GetDependsOn(),
+		sameAnnotations(cur.GetAnnotations(), want.GetAnnotations()) && slices.EqualFunc(cur.GetDependsOn(), want.GetDependsOn(),
 		func(a, b *schemas.ObjectKey) bool { return proto.Equal(a, b) }) && len(cur.GetFinalizers()) == len(want.GetFinalizers())
 }
 
@@ -539,4 +562,22 @@ func (r *Reconciler) forgetLocked(release projections.Key) {
 			delete(r.refs, k)
 		}
 	}
+}
+
+// gatePrefix starts the annotations the gate keeps itself (owner, scope):
+// a rendered child never carries them, a stored one may.
+const gatePrefix = "gate.jetplane.dev/"
+
+func sameAnnotations(cur, want map[string]string) bool {
+	n := 0
+	for k, v := range cur {
+		if strings.HasPrefix(k, gatePrefix) {
+			continue
+		}
+		if w, ok := want[k]; !ok || w != v {
+			return false
+		}
+		n++
+	}
+	return n == len(want)
 }
