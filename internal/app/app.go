@@ -107,7 +107,7 @@ type App struct {
 	api       *api.Server
 	runtime   *reconcilers.Runtime
 	gate      *gate.Gate
-	stopKeys  func() // ends the watch of destroyed data keys
+	stopKeys  func()       // ends the watch of destroyed data keys
 	bridge    *kube.Bridge // nil without clusters
 	listener  net.Listener
 	seal      *seal.Sealer // nil without a key file (secrets.go)
