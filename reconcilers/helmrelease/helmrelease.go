@@ -253,15 +253,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 
 // render fetches the chart, gathers the values and renders. Errors the
 // release is to blame for are terminal.
-func (r *Reconciler) render(ctx context.Context, key projections.Key, spec *Spec, revision int) (*render.Result, string, error) {
+func (r *Reconciler) render(ctx context.Context, key projections.Key, spec *Spec, revision int) (_ *render.Result, _ string, err error) {
 	archive, version, err := r.fetch(ctx, spec)
 	if err != nil {
 		return nil, "", err
 	}
-	values, err := r.values(key, spec)
+	values, secrets, err := r.values(key, spec)
 	if err != nil {
 		return nil, "", err
 	}
+	// A chart's fail or a template error may quote values; those read
+	// from Secrets never reach the release's status.
+	defer func() { err = redact(err, secrets) }()
 	opts := render.Options{
 		ReleaseName: key.Name, Namespace: spec.ReleaseNamespace, Revision: revision, IsUpgrade: revision > 1,
 		Values: values,
@@ -352,8 +355,12 @@ func (r *Reconciler) fetch(ctx context.Context, spec *Spec) ([]byte, string, err
 
 // values merges the values objects, in order, and the inline values over
 // them.
-func (r *Reconciler) values(key projections.Key, spec *Spec) (map[string]any, error) {
+//
+// It also returns every value read from a Secret (the text and each
+// string in it), for redact.
+func (r *Reconciler) values(key projections.Key, spec *Spec) (map[string]any, []string, error) {
 	merged := map[string]any{}
+	var secrets []string
 	for i, ref := range spec.ValuesFrom {
 		field := fmt.Sprintf("spec.valuesFrom[%d]", i)
 		o := r.cfg.State.Get(projections.Key{Kind: ref.Kind, Namespace: key.Namespace, Name: ref.Name})
@@ -362,28 +369,36 @@ func (r *Reconciler) values(key projections.Key, spec *Spec) (map[string]any, er
 				continue
 			}
 			// Not terminal: the object's arrival runs the release (Owners).
-			return nil, fmt.Errorf("%s: %s %s/%s does not exist", field, ref.Kind, key.Namespace, ref.Name)
+			return nil, nil, fmt.Errorf("%s: %s %s/%s does not exist", field, ref.Kind, key.Namespace, ref.Name)
 		}
 		text, ok, err := dataKey(o, ref)
 		if err != nil {
-			return nil, reconcilers.Terminal(fmt.Errorf("%s: %w", field, err))
+			return nil, nil, reconcilers.Terminal(fmt.Errorf("%s: %w", field, err))
 		}
 		if !ok {
 			if ref.Optional {
 				continue
 			}
-			return nil, fmt.Errorf("%s: %s %s/%s has no key %q", field, ref.Kind, key.Namespace, ref.Name, ref.Key)
+			return nil, nil, fmt.Errorf("%s: %s %s/%s has no key %q", field, ref.Kind, key.Namespace, ref.Name, ref.Key)
 		}
 		vals, err := chartutil.ReadValues([]byte(text))
+		if err != nil && ref.Kind == "Secret" {
+			// The parser's message may quote the text.
+			return nil, nil, reconcilers.Terminal(fmt.Errorf("%s: %s %s/%s key %q: not YAML values", field, ref.Kind, key.Namespace, ref.Name, ref.Key))
+		}
 		if err != nil {
-			return nil, reconcilers.Terminal(fmt.Errorf("%s: %s %s/%s key %q: not YAML values: %v", field, ref.Kind, key.Namespace, ref.Name, ref.Key, err))
+			return nil, nil, reconcilers.Terminal(fmt.Errorf("%s: %s %s/%s key %q: not YAML values: %v", field, ref.Kind, key.Namespace, ref.Name, ref.Key, err))
+		}
+		if ref.Kind == "Secret" {
+			secrets = append(secrets, text)
+			secrets = leaves(vals.AsMap(), secrets)
 		}
 		merged = chartutil.MergeTables(vals.AsMap(), merged)
 	}
 	if spec.Values != nil {
 		merged = chartutil.MergeTables(deepCopy(spec.Values), merged)
 	}
-	return merged, nil
+	return merged, secrets, nil
 }
 
 // prune deletes stale children, dependents before what they depend on.
@@ -580,4 +595,52 @@ func sameAnnotations(cur, want map[string]string) bool {
 		n++
 	}
 	return n == len(want)
+}
+
+// minRedacted is the shortest Secret value redact hides: shorter ones
+// ("1", "on") would blank out every message that holds them by chance.
+const minRedacted = 4
+
+// leaves appends every string and number in v, as text.
+func leaves(v any, out []string) []string {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, e := range v {
+			out = leaves(e, out)
+		}
+	case []any:
+		for _, e := range v {
+			out = leaves(e, out)
+		}
+	case string:
+		out = append(out, v)
+	case nil, bool:
+	default:
+		out = append(out, fmt.Sprint(v))
+	}
+	return out
+}
+
+// redact returns err with every secret value in its message replaced by
+// "*****", keeping whether it is terminal.
+func redact(err error, secrets []string) error {
+	if err == nil || len(secrets) == 0 {
+		return err
+	}
+	msg := err.Error()
+	// Longest first, so a value holding another is hidden whole.
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	for _, s := range secrets {
+		if len(s) >= minRedacted {
+			msg = strings.ReplaceAll(msg, s, "*****")
+		}
+	}
+	if msg == err.Error() {
+		return err
+	}
+	out := errors.New(msg)
+	if reconcilers.IsTerminal(err) {
+		return reconcilers.Terminal(out)
+	}
+	return out
 }
