@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/bridge/seal"
+	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/internal/app"
 	"github.com/jetplane/jetplane/internal/testenv"
 	"github.com/jetplane/jetplane/projections"
@@ -376,4 +379,36 @@ stringData: {password: {{ .Values.password | quote }}}
 			t.Errorf("the data directory holds %s in clear in %q", s[:strings.IndexByte(s, '-')], hits)
 		}
 	}
+}
+
+// Destroying a Secret's data keys on one instance reaches every instance:
+// one that had the keys cached shows the values destroyed too.
+func TestGateShredReachesEveryInstance(t *testing.T) {
+	a := start(t, app.Config{Principals: principals(), Instance: "a"})
+	b := start(t, app.Config{
+		NATS:              events.ConnectOptions{URLs: a.NATSURL(), CredsFile: a.Creds().InstanceCreds()},
+		EncryptionKeyFile: filepath.Join(a.Creds().Dir(), "encryption.keys"),
+		Principals:        principals(), Instance: "b",
+	})
+	ctx := context.Background()
+	pw := "shredpw-" + nuid.Next()
+	onA := &api.Client{BaseURL: a.URL(), Token: "admin-token", ShowSecrets: true}
+	onB := &api.Client{BaseURL: b.URL(), Token: "admin-token", ShowSecrets: true}
+	if _, err := onA.Apply(ctx, "s.yaml", []byte(secretYAML("db", pw)), ""); err != nil {
+		t.Fatal(err)
+	}
+	k := api.Key{Kind: "Secret", Namespace: "shop", Name: "db"}
+	eventually(t, "instance b to read the value (and cache its key)", func() bool {
+		raw, err := onB.Get(ctx, k)
+		return err == nil && field(t, raw, "stringData", "password") == pw
+	})
+	purger := &api.Client{BaseURL: a.URL(), Token: "admin-token", PurgeSecretData: true}
+	if _, err := purger.Delete(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "instance b to show the value destroyed", func() bool {
+		h, err := onB.History(ctx, k)
+		return err == nil && len(h.Events) > 0 && !bytes.Contains(h.Events[0], []byte(pw)) && bytes.Contains(h.Events[0], []byte(seal.Destroyed))
+	})
+	serving(t, b)
 }
