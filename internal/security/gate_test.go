@@ -3,6 +3,7 @@ package security
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,12 +13,17 @@ import (
 	"time"
 
 	"github.com/nats-io/nuid"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/bridge/kube"
 	"github.com/jetplane/jetplane/bridge/seal"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/internal/app"
 	"github.com/jetplane/jetplane/internal/testenv"
+	kubeenv "github.com/jetplane/jetplane/internal/testenv/kube"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
 )
@@ -411,4 +417,56 @@ func TestGateShredReachesEveryInstance(t *testing.T) {
 		return err == nil && len(h.Events) > 0 && !bytes.Contains(h.Events[0], []byte(pw)) && bytes.Contains(h.Events[0], []byte(seal.Destroyed))
 	})
 	serving(t, b)
+}
+
+// The bridge may watch Secrets: what it observes is sealed by the gate
+// before the log sees it, and a Secret an Apply carries reaches the
+// cluster in clear while the log holds it sealed.
+func TestGateBridgeSealsObservedSecrets(t *testing.T) {
+	env := kubeenv.Start(t)
+	cluster := kube.Cluster{Name: "k1", REST: env.RESTConfig(), Resources: []kube.Resource{{Version: "v1", Resource: "secrets", Namespace: "default"}}}
+	a := start(t, app.Config{Principals: principals(), Clusters: kube.Clusters{cluster}})
+	cs, err := kubernetes.NewForConfig(env.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	observedPW, appliedPW := "observedpw-"+nuid.Next(), "appliedpw-"+nuid.Next()
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db"}, Data: map[string][]byte{"password": []byte(observedPW)}}
+	if _, err := cs.CoreV1().Secrets("default").Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	admin := &api.Client{BaseURL: a.URL(), Token: "admin-token"}
+	apply := "apiVersion: v1\nkind: Apply\nmetadata: {name: creds, namespace: default}\nspec:\n  cluster: k1\n  manifest:\n    apiVersion: v1\n    kind: Secret\n    metadata: {name: creds, namespace: default}\n    stringData: {token: " + appliedPW + "}\n"
+	if _, err := admin.Apply(ctx, "apply.yaml", []byte(apply), ""); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the observed Secret in current state", func() bool {
+		return a.Store().Get(projections.Key{Kind: "Secret", Namespace: "k1/default", Name: "db"}) != nil
+	})
+	eventually(t, "the Apply's Secret in the cluster, in clear", func() bool {
+		s, err := cs.CoreV1().Secrets("default").Get(ctx, "creds", metav1.GetOptions{})
+		return err == nil && string(s.Data["token"]) == appliedPW
+	})
+	eventually(t, "the Apply's Secret observed back", func() bool {
+		return a.Store().Get(projections.Key{Kind: "Secret", Namespace: "k1/default", Name: "creds"}) != nil
+	})
+	for _, s := range []string{observedPW, appliedPW} {
+		b64 := base64.StdEncoding.EncodeToString([]byte(s))
+		for i, ev := range rawLog(t, a) {
+			if bytes.Contains(ev, []byte(s)) || bytes.Contains(ev, []byte(b64)) {
+				t.Fatalf("event %d holds %s in clear", i+1, s[:strings.IndexByte(s, '-')])
+			}
+		}
+	}
+	// Those who may see it still do.
+	c := &api.Client{BaseURL: a.URL(), Token: "admin-token", ShowSecrets: true}
+	raw, err := c.Get(ctx, api.Key{Kind: "Secret", Namespace: "k1/default", Name: "db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := field(t, raw, "data", "password"); got != base64.StdEncoding.EncodeToString([]byte(observedPW)) {
+		t.Fatalf("the observed Secret reads %q with showSecrets", got)
+	}
+	serving(t, a)
 }
