@@ -515,10 +515,13 @@ func sameMeta(cur, want *schemas.ObjectMeta) bool {
 		func(a, b *schemas.ObjectKey) bool { return proto.Equal(a, b) }) && len(cur.GetFinalizers()) == len(want.GetFinalizers())
 }
 
-// owned reports whether o carries release's owner labels.
+// owned reports whether o carries release's owner labels and the gate
+// recorded release as its owner: labels anyone may write; the gate's owner
+// annotation only the release's own writes set (decision 0038).
 func owned(o *schemas.Object, release projections.Key) bool {
 	l := o.GetMetadata().GetLabels()
-	return l[LabelReleaseNamespace] == release.Namespace && l[LabelReleaseName] == release.Name
+	return l[LabelReleaseNamespace] == release.Namespace && l[LabelReleaseName] == release.Name &&
+		o.GetMetadata().GetAnnotations()[gatePrefix+"owner"] == Kind+"/"+release.Namespace+"/"+release.Name
 }
 
 // reverseOrder orders objs so that an object comes before every object
