@@ -94,14 +94,39 @@ func (s *Server) reconciler(kind string) string {
 
 // kinds answers GET /v1/kinds: every kind known by name, with its short
 // names, how many objects of it exist and what reconciles it.
-func (s *Server) kinds(w http.ResponseWriter, _ *http.Request, _ string) error {
+//
+// A confined token counts, and sees kinds seen, only in its namespaces
+// (the one it names with ?namespace=, or all of them): counts elsewhere
+// would tell it what other namespaces hold.
+func (s *Server) kinds(w http.ResponseWriter, r *http.Request, _ string) error {
 	seen := s.cfg.Store.Kinds()
+	var scope []string
+	if p := principalOf(r.Context()); len(p.Namespaces) > 0 {
+		scope = p.Namespaces
+		if ns := r.URL.Query().Get("namespace"); ns != "" {
+			scope = []string{ns}
+		}
+	}
+	count := func(kind string) int {
+		if scope == nil {
+			keys, _ := s.cfg.Store.Keys(projections.Query{Kind: kind})
+			return len(keys)
+		}
+		n := 0
+		for _, ns := range scope {
+			keys, _ := s.cfg.Store.Keys(projections.Query{Kind: kind, Namespace: ns})
+			n += len(keys)
+		}
+		return n
+	}
+	if scope != nil {
+		seen = slices.DeleteFunc(slices.Clone(seen), func(k string) bool { return count(k) == 0 })
+	}
 	resp := KindsResponse{Kinds: []KindInfo{}}
 	for _, in := range kinds.Catalogue(seen) {
-		keys, _ := s.cfg.Store.Keys(projections.Query{Kind: in.Key()})
 		resp.Kinds = append(resp.Kinds, KindInfo{
 			Kind: in.Kind, Group: in.Group, Name: in.Key(), Plural: in.Plural, ShortNames: in.Short,
-			Namespaced: in.Namespaced, Objects: len(keys), Seen: slices.Contains(seen, in.Key()),
+			Namespaced: in.Namespaced, Objects: count(in.Key()), Seen: slices.Contains(seen, in.Key()),
 			Reconciler: s.reconciler(in.Key()),
 		})
 	}
@@ -126,16 +151,22 @@ func (s *Server) describe(w http.ResponseWriter, r *http.Request, _ string) erro
 	}
 	k = projections.ObjectKey(o)
 	resp := DescribeResponse{Object: rawObject(s.show(r, s.withNextRun(o))), Reconciler: s.reconciler(k.Kind), Dependents: []Key{}, Dependencies: []Dependency{}, Events: []json.RawMessage{}}
+	p := principalOf(r.Context())
 	for _, d := range o.GetMetadata().GetDependsOn() {
 		dk := projections.KeyOf(d)
 		dep := Dependency{Key: wireKey(dk), Ready: "missing"}
-		if do := s.cfg.Store.Get(dk); do != nil {
+		if !p.inScope(dk.Namespace) {
+			// Whether it exists, and how it does, is another namespace's.
+			dep.Ready = "Unknown"
+		} else if do := s.cfg.Store.Get(dk); do != nil {
 			dep.Ready, dep.Phase = readyStatus(do.GetStatus()), do.GetStatus().GetPhase()
 		}
 		resp.Dependencies = append(resp.Dependencies, dep)
 	}
 	for _, dk := range s.cfg.Store.Dependents(k) {
-		resp.Dependents = append(resp.Dependents, wireKey(dk))
+		if p.inScope(dk.Namespace) {
+			resp.Dependents = append(resp.Dependents, wireKey(dk))
+		}
 	}
 	evs, err := s.cfg.Log.History(r.Context(), k.Proto())
 	if err != nil {
@@ -247,7 +278,12 @@ func byResourceVersion(objs []*schemas.Object) {
 // dependents before what they depend on (kubectl's cascade; ?cascade=orphan
 // deletes the Namespace alone). Objects already being deleted are
 // reported unchanged.
-func (s *Server) deleteNamespace(w http.ResponseWriter, r *http.Request, actor string, ns projections.Key) error {
+func (s *Server) deleteNamespace(w http.ResponseWriter, r *http.Request, _ string, ns projections.Key) error {
+	actor := principalOf(r.Context()).gate()
+	// Out of scope is refused before existence is told.
+	if err := gate.Authorize(actor, gate.VerbDelete, gate.Target{Kind: ns.Kind, Name: ns.Name, ClusterScoped: true}); err != nil {
+		return err
+	}
 	if s.cfg.Store.Get(ns) == nil {
 		return httpError(http.StatusNotFound, fmt.Sprintf("%s not found", ns))
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/events"
 )
 
@@ -61,6 +62,9 @@ func imageError(err error) error {
 
 func (s *Server) imagePush(w http.ResponseWriter, r *http.Request, _ string) error {
 	ref := r.URL.Query().Get("ref")
+	if err := authorizeArtifact(r.Context(), gate.VerbPushImage, ref); err != nil {
+		return err
+	}
 	max := s.cfg.Pods.MaxImageBytes()
 	im, err := s.cfg.Pods.Images().Push(r.Context(), ref, r.Body, max)
 	if err != nil {
@@ -114,6 +118,9 @@ func (s *Server) imageModule(w http.ResponseWriter, r *http.Request, _ string) e
 
 func (s *Server) imageRemove(w http.ResponseWriter, r *http.Request, _ string) error {
 	ref := r.URL.Query().Get("ref")
+	if err := authorizeArtifact(r.Context(), gate.VerbDeleteImage, ref); err != nil {
+		return err
+	}
 	if err := s.cfg.Pods.Images().Remove(r.Context(), ref, s.cfg.Pods.ImageInUse); err != nil {
 		return imageError(err)
 	}

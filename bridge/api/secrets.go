@@ -2,14 +2,12 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/jetplane/jetplane/bridge/seal"
-	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
 )
 
@@ -36,27 +34,10 @@ func authorizeSecrets(p *Principal, r *http.Request) error {
 	return nil
 }
 
-// sealObjects seals the secret fields of objs before they reach the gate.
-func (s *Server) sealObjects(ctx context.Context, objs []*schemas.Object) error {
-	for _, o := range objs {
-		if !seal.Secret(o.GetKind()) {
-			continue
-		}
-		current := s.cfg.Store.Get(projections.ObjectKey(o))
-		if err := s.cfg.Sealer.Seal(ctx, o, current); err != nil {
-			if errors.Is(err, seal.ErrNoKey) {
-				return httpError(http.StatusBadRequest, fmt.Sprintf("%s %s/%s: %v", o.GetKind(), o.GetMetadata().GetNamespace(), o.GetMetadata().GetName(), err))
-			}
-			return fmt.Errorf("seal %s %s/%s: %w", o.GetKind(), o.GetMetadata().GetNamespace(), o.GetMetadata().GetName(), err)
-		}
-	}
-	return nil
-}
-
 // show is o as the request may see it: secret values in clear when asked
 // for (authorizeSecrets has checked the right), else masked.
 func (s *Server) show(r *http.Request, o *schemas.Object) *schemas.Object {
-	if o == nil || !seal.Secret(o.GetKind()) {
+	if o == nil || !seal.Holds(o) {
 		return o
 	}
 	if r.URL.Query().Get(showSecretsParam) == "true" {

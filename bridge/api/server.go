@@ -266,6 +266,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		resp.Error = fmt.Sprintf("request body is over %d bytes; split the manifests into several applies", tooBig.Limit)
 	case errors.Is(err, gate.ErrInvalid):
 		code = http.StatusBadRequest
+	case errors.Is(err, gate.ErrForbidden):
+		code = http.StatusForbidden
+	case errors.Is(err, gate.ErrAdoption):
+		code = http.StatusConflict
 	case errors.Is(err, gate.ErrIdempotencyMismatch):
 		code = http.StatusUnprocessableEntity
 	case errors.Is(err, gate.ErrNotFound), errors.Is(err, events.ErrNotFound):
@@ -296,7 +300,7 @@ func writeJSON(w http.ResponseWriter, v any) error {
 	return json.NewEncoder(w).Encode(v)
 }
 
-func (s *Server) apply(w http.ResponseWriter, r *http.Request, actor string) error {
+func (s *Server) apply(w http.ResponseWriter, r *http.Request, _ string) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		return err
@@ -312,17 +316,13 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, actor string) err
 	if len(objs) == 0 {
 		return httpError(http.StatusBadRequest, "no objects in the request body; send one or more manifests (YAML or JSON)")
 	}
-	if err := authorizeObjects(r.Context(), objs); err != nil {
-		return err
-	}
-	if err := s.sealObjects(r.Context(), objs); err != nil {
-		return err
-	}
+	// The gate authorizes and seals (decision 0037).
+	p := principalOf(r.Context()).gate()
 	var outcomes []gate.Outcome
 	if r.URL.Query().Get("dryRun") == "true" {
-		outcomes, err = s.cfg.Gate.DryRun(r.Context(), actor, objs)
+		outcomes, err = s.cfg.Gate.DryRun(r.Context(), p, objs)
 	} else {
-		outcomes, err = s.cfg.Gate.Apply(r.Context(), actor, objs, r.Header.Get("Idempotency-Key"))
+		outcomes, err = s.cfg.Gate.Apply(r.Context(), p, objs, r.Header.Get("Idempotency-Key"))
 	}
 	if err != nil {
 		return err
@@ -460,7 +460,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, actor string) er
 	if cascade := r.URL.Query().Get("cascade"); k.Kind == "Namespace" && k.Namespace == "" && cascade != "orphan" {
 		return s.deleteNamespace(w, r, actor, k)
 	}
-	out, err := s.cfg.Gate.Delete(r.Context(), actor, k, r.Header.Get("Idempotency-Key"))
+	out, err := s.cfg.Gate.Delete(r.Context(), principalOf(r.Context()).gate(), k, r.Header.Get("Idempotency-Key"))
 	purge := r.URL.Query().Get(purgeParam) == "true"
 	if purge && (err == nil || errors.Is(err, gate.ErrNotFound)) {
 		// A secret deleted long ago may still need forgetting.

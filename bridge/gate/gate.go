@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/jetplane/jetplane/bridge/seal"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
@@ -83,6 +84,9 @@ type Config struct {
 	// entries resolve against (see package kinds); default: State's own
 	// Kinds method when it has one, else only the built-in kinds.
 	Kinds func() []string
+	// Sealer seals every Secret value a write carries (decision 0037);
+	// nil refuses writes that carry secret values.
+	Sealer *seal.Sealer
 	// Now is the clock; default time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -143,18 +147,19 @@ type Outcome struct {
 // maxAttempts bounds retries after optimistic-concurrency conflicts.
 const maxAttempts = 5
 
-// Apply records objs as desired state on behalf of actor. The whole request
-// is validated before anything is written; a request of at most
-// events.MaxBatch changed objects is written atomically (larger ones in
-// atomic chunks, in order). idempotencyKey, when not empty, makes a retried
-// request store nothing twice.
-func (g *Gate) Apply(ctx context.Context, actor string, objs []*schemas.Object, idempotencyKey string) ([]Outcome, error) {
-	keys, objs, err := g.prepare(objs)
+// Apply records objs as desired state on behalf of p. The whole request
+// is validated, authorized (Authorize) and its Secrets sealed before
+// anything is written; a request of at most events.MaxBatch changed
+// objects is written atomically (larger ones in atomic chunks, in order).
+// idempotencyKey, when not empty, makes a retried request store nothing
+// twice.
+func (g *Gate) Apply(ctx context.Context, p Principal, objs []*schemas.Object, idempotencyKey string) ([]Outcome, error) {
+	keys, objs, err := g.prepare(ctx, p, objs)
 	if err != nil {
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
-		outcomes, err := g.applyOnce(ctx, actor, keys, objs, idempotencyKey, attempt > 1)
+		outcomes, err := g.applyOnce(ctx, p, keys, objs, idempotencyKey, attempt > 1)
 		if !errors.Is(err, events.ErrConflict) || attempt == maxAttempts {
 			return outcomes, err
 		}
@@ -170,8 +175,8 @@ func (g *Gate) Apply(ctx context.Context, actor string, objs []*schemas.Object, 
 // against current state, objects being deleted — and reports what Apply
 // would do to each, with the object as it would be stored and as it is now,
 // writing nothing.
-func (g *Gate) DryRun(ctx context.Context, actor string, objs []*schemas.Object) ([]Outcome, error) {
-	keys, objs, err := g.prepare(objs)
+func (g *Gate) DryRun(ctx context.Context, p Principal, objs []*schemas.Object) ([]Outcome, error) {
+	keys, objs, err := g.prepare(ctx, p, objs)
 	if err != nil {
 		return nil, err
 	}
@@ -179,10 +184,13 @@ func (g *Gate) DryRun(ctx context.Context, actor string, objs []*schemas.Object)
 	outcomes := make([]Outcome, len(objs))
 	for i, o := range objs {
 		cur := g.cfg.State.Get(keys[i])
+		if err := authorizeApply(p, keys[i], cur, o); err != nil {
+			return nil, err
+		}
 		if cur.GetStatus().GetGoal() == projections.GoalDeleted {
 			return nil, invalid("%s is being deleted; apply it again once it is gone", keys[i])
 		}
-		next, action := desired(cur, o, now)
+		next, action := desired(cur, stamp(p, cur, o), now)
 		if action == Unchanged {
 			next = cur
 		}
@@ -191,19 +199,38 @@ func (g *Gate) DryRun(ctx context.Context, actor string, objs []*schemas.Object)
 	return outcomes, nil
 }
 
-// prepare resolves each object's dependsOn kinds and rejects cycles. It
-// returns the objects' keys and the objects as they are to be stored (the
-// callers' objects are not modified).
-func (g *Gate) prepare(objs []*schemas.Object) ([]projections.Key, []*schemas.Object, error) {
+// prepare checks each object's scope, authorizes p for it as far as the
+// request alone tells, resolves dependsOn kinds, rejects cycles and seals
+// secret values. It returns the objects' keys and the objects as they are
+// to be stored (the callers' objects are not modified).
+func (g *Gate) prepare(ctx context.Context, p Principal, objs []*schemas.Object) ([]projections.Key, []*schemas.Object, error) {
 	keys := make([]projections.Key, len(objs))
 	for i, o := range objs {
 		keys[i] = projections.KeyOf(manifest.KeyOf(o))
+		if keys[i].Namespace != "" && !kinds.Lookup(keys[i].Kind).Namespaced {
+			return nil, nil, invalid("%s/%s: metadata.namespace: %s is cluster-scoped; remove metadata.namespace (%q)", keys[i].Kind, keys[i].Name, keys[i].Kind, keys[i].Namespace)
+		}
+		// The same check runs against current state before the write;
+		// this one refuses early, before anything is sealed.
+		if err := Authorize(p, VerbApply, target(keys[i], nil)); err != nil && !errors.Is(err, ErrAdoption) {
+			return nil, nil, err
+		}
+		if t, ok := manifestTarget(o); ok {
+			// An Apply writes its manifest into a cluster: the manifest's
+			// namespace must be the writer's too.
+			if err := Authorize(p, VerbApply, t); err != nil {
+				return nil, nil, fmt.Errorf("%s: spec.manifest: %w", keys[i], err)
+			}
+		}
 	}
 	objs, err := g.resolveDependsOn(keys, objs)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := g.checkCycles(keys, objs); err != nil {
+		return nil, nil, err
+	}
+	if objs, err = g.seal(ctx, keys, objs); err != nil {
 		return nil, nil, err
 	}
 	return keys, objs, nil
@@ -273,7 +300,8 @@ func (g *Gate) catchUp(ctx context.Context) error {
 // applyOnce makes one attempt. retry says an earlier attempt conflicted:
 // then keys absent from the projection are looked up in the log, since one
 // may be a deleted key whose events the log's concurrency check still counts.
-func (g *Gate) applyOnce(ctx context.Context, actor string, keys []projections.Key, objs []*schemas.Object, idem string, retry bool) ([]Outcome, error) {
+func (g *Gate) applyOnce(ctx context.Context, p Principal, keys []projections.Key, objs []*schemas.Object, idem string, retry bool) ([]Outcome, error) {
+	actor := p.Name
 	now := timestamppb.New(g.cfg.Now())
 	outcomes := make([]Outcome, len(objs))
 	var entries []events.Entry
@@ -288,10 +316,13 @@ func (g *Gate) applyOnce(ctx context.Context, actor string, keys []projections.K
 				return nil, err
 			}
 		}
+		if err := authorizeApply(p, k, cur, o); err != nil {
+			return nil, err
+		}
 		if cur.GetStatus().GetGoal() == projections.GoalDeleted {
 			return nil, invalid("%s is being deleted; apply it again once it is gone", k)
 		}
-		next, action := desired(cur, o, now)
+		next, action := desired(cur, stamp(p, cur, o), now)
 		outcomes[i] = Outcome{Key: k, Action: action, Object: cur}
 		if action == Unchanged {
 			continue
@@ -436,11 +467,15 @@ func desired(cur, o *schemas.Object, now *timestamppb.Timestamp) (*schemas.Objec
 	return next, Configured
 }
 
-// Delete requests deletion of the object at k. Objects of kinds nobody
-// finalizes leave current state in the same atomic write.
-func (g *Gate) Delete(ctx context.Context, actor string, k projections.Key, idempotencyKey string) (Outcome, error) {
+// Delete requests deletion of the object at k on behalf of p. Objects of
+// kinds nobody finalizes leave current state in the same atomic write.
+func (g *Gate) Delete(ctx context.Context, p Principal, k projections.Key, idempotencyKey string) (Outcome, error) {
+	// Out of scope is refused before existence is told.
+	if err := Authorize(p, VerbDelete, target(k, nil)); err != nil && !errors.Is(err, ErrAdoption) {
+		return Outcome{}, err
+	}
 	for attempt := 1; ; attempt++ {
-		out, err := g.deleteOnce(ctx, actor, k, idempotencyKey)
+		out, err := g.deleteOnce(ctx, p, k, idempotencyKey)
 		if !errors.Is(err, events.ErrConflict) || attempt == maxAttempts {
 			return out, err
 		}
@@ -450,10 +485,14 @@ func (g *Gate) Delete(ctx context.Context, actor string, k projections.Key, idem
 	}
 }
 
-func (g *Gate) deleteOnce(ctx context.Context, actor string, k projections.Key, idem string) (Outcome, error) {
+func (g *Gate) deleteOnce(ctx context.Context, p Principal, k projections.Key, idem string) (Outcome, error) {
+	actor := p.Name
 	cur := g.cfg.State.Get(k)
 	if cur == nil {
 		return Outcome{}, fmt.Errorf("%s: %w", k, ErrNotFound)
+	}
+	if err := Authorize(p, VerbDelete, target(k, cur)); err != nil {
+		return Outcome{}, err
 	}
 	if cur.GetStatus().GetGoal() == projections.GoalDeleted {
 		return Outcome{Key: k, Action: Unchanged, Object: cur}, nil

@@ -92,7 +92,7 @@ func decode(t *testing.T, yaml string) []*schemas.Object {
 
 func (e *env) apply(t *testing.T, actor, yaml, idem string) []gate.Outcome {
 	t.Helper()
-	out, err := e.gate.Apply(context.Background(), actor, decode(t, yaml), idem)
+	out, err := e.gate.Apply(context.Background(), gate.Admin(actor), decode(t, yaml), idem)
 	if err != nil {
 		t.Fatalf("apply: %v", err)
 	}
@@ -243,7 +243,7 @@ func TestApplyIdempotencyKeyConcurrentRetries(t *testing.T) {
 			for i := range attempts {
 				objs := decode(t, tt.yaml)
 				wg.Go(func() {
-					_, errs[i] = e.gate.Apply(context.Background(), "user/alice", objs, "retry-1")
+					_, errs[i] = e.gate.Apply(context.Background(), gate.Admin("user/alice"), objs, "retry-1")
 				})
 			}
 			wg.Wait()
@@ -270,7 +270,7 @@ func TestApplyIdempotencyKeyConcurrentRetries(t *testing.T) {
 func TestDelete(t *testing.T) {
 	e := newEnv(t)
 	e.apply(t, "user/alice", configMap("web", "app: web", "a: '1'"), "")
-	out, err := e.gate.Delete(context.Background(), "user/bob", webKey, "")
+	out, err := e.gate.Delete(context.Background(), gate.Admin("user/bob"), webKey, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestDelete(t *testing.T) {
 func TestDeleteMissing(t *testing.T) {
 	e := newEnv(t)
 	e.apply(t, "user/alice", configMap("web", "app: web", "a: '1'"), "")
-	if _, err := e.gate.Delete(context.Background(), "user/alice", webKey, ""); err != nil {
+	if _, err := e.gate.Delete(context.Background(), gate.Admin("user/alice"), webKey, ""); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -331,7 +331,7 @@ func TestDeleteMissing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := e.count(t)
-			_, err := e.gate.Delete(context.Background(), "user/alice", tt.key, "")
+			_, err := e.gate.Delete(context.Background(), gate.Admin("user/alice"), tt.key, "")
 			if !errors.Is(err, gate.ErrNotFound) {
 				t.Fatalf("err %v, want ErrNotFound", err)
 			}
@@ -351,7 +351,7 @@ func TestApplyAfterDeleteCreatesAnew(t *testing.T) {
 	e := newEnv(t)
 	first := e.apply(t, "user/alice", configMap("web", "app: web", "a: '1'"), "")[0].Object
 	e.apply(t, "user/alice", configMap("web", "app: web", "a: '2'"), "")
-	if _, err := e.gate.Delete(context.Background(), "user/alice", webKey, ""); err != nil {
+	if _, err := e.gate.Delete(context.Background(), gate.Admin("user/alice"), webKey, ""); err != nil {
 		t.Fatal(err)
 	}
 	out := e.apply(t, "user/alice", configMap("web", "app: web", "a: '2'"), "")
@@ -448,7 +448,7 @@ func TestDependsOnCycles(t *testing.T) {
 				e.apply(t, "user/alice", tt.stored, "")
 			}
 			before := e.count(t)
-			_, err := e.gate.Apply(context.Background(), "user/alice", decode(t, tt.apply), "")
+			_, err := e.gate.Apply(context.Background(), gate.Admin("user/alice"), decode(t, tt.apply), "")
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err %v, want %v", err, tt.wantErr)
 			}
@@ -522,7 +522,7 @@ func TestApplyRetriesAfterConflictWithStaleProjection(t *testing.T) {
 	done := make(chan result, 1)
 	objs := decode(t, want)
 	go func() {
-		out, err := e.gate.Apply(context.Background(), "user/alice", objs, "")
+		out, err := e.gate.Apply(context.Background(), gate.Admin("user/alice"), objs, "")
 		done <- result{out, err}
 	}()
 	// The gate's first write is refused; it then waits for the projection.
@@ -620,7 +620,7 @@ func TestConcurrentAppliesToOneKey(t *testing.T) {
 	for i := range writers {
 		objs := decode(t, configMap("web", "app: web", fmt.Sprintf("writer: w%d", i)))
 		wg.Go(func() {
-			outs[i], errs[i] = e.gate.Apply(context.Background(), fmt.Sprintf("user/w%d", i), objs, "")
+			outs[i], errs[i] = e.gate.Apply(context.Background(), gate.Admin(fmt.Sprintf("user/w%d", i)), objs, "")
 		})
 	}
 	wg.Wait()

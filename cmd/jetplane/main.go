@@ -66,7 +66,12 @@ type globals struct {
 }
 
 func (g *globals) client() *api.Client {
-	return &api.Client{BaseURL: g.server, Token: g.token, ShowSecrets: g.showSecrets, PurgeSecretData: g.purge, HTTP: g.httpClient()}
+	token := g.token
+	if token == "" {
+		// Read here, never as the flag's default: help prints defaults.
+		token = os.Getenv("JETPLANE_TOKEN")
+	}
+	return &api.Client{BaseURL: g.server, Token: token, ShowSecrets: g.showSecrets, PurgeSecretData: g.purge, HTTP: g.httpClient()}
 }
 
 func envOr(name, def string) string {
@@ -90,7 +95,7 @@ Start the control plane with 'jetplane serve'; the other commands talk to it.`,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", envOr("JETPLANE_SERVER", "http://127.0.0.1:7070"), "API server URL (env JETPLANE_SERVER)")
-	root.PersistentFlags().StringVar(&g.token, "token", os.Getenv("JETPLANE_TOKEN"), "bearer token for the API (env JETPLANE_TOKEN)")
+	root.PersistentFlags().StringVar(&g.token, "token", "", "bearer token for the API (env JETPLANE_TOKEN)")
 	root.AddCommand(newServe(), newApply(g), newGet(g), newDelete(g), newWatch(g), newSubscribe(g), newDecode(), newHistory(g), newState(g), newClusters(g), newExplain(g))
 	root.AddCommand(newDescribe(g), newDiff(g), newAPIResources(g), newVersion(g))
 	root.AddCommand(newNode(), newImage(g), newLogs(g))

@@ -111,6 +111,7 @@ type App struct {
 	api       *api.Server
 	runtime   *reconcilers.Runtime
 	gate      *gate.Gate
+	stopKeys  func()       // ends the watch of destroyed data keys
 	bridge    *kube.Bridge // nil without clusters
 	listener  net.Listener
 	seal      *seal.Sealer // nil without a key file (secrets.go)
@@ -206,7 +207,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		if ar, err = apply.New(apply.Config{Clusters: rcs, State: a.store}); err != nil {
 			return nil, err
 		}
-		recs = append(slices.Clone(recs), ar)
+		recs = append(slices.Clone(recs), revealApply{ar, a.seal})
 	}
 	hr, err := a.newHelmRelease(charts, ar)
 	if err != nil {
@@ -224,7 +225,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.runtime.Handles, Logger: cfg.Logger}); err != nil {
+	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.runtime.Handles, Sealer: a.seal, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	if err := a.podServices(a.gate); err != nil {
@@ -232,7 +233,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	var clusters func() []api.Cluster
 	if len(cfg.Clusters) > 0 {
-		if a.bridge, err = kube.New(kube.Config{Clusters: cfg.Clusters, Log: a.log, State: a.store, Logger: cfg.Logger}); err != nil {
+		if a.bridge, err = kube.New(kube.Config{Clusters: cfg.Clusters, Log: a.log, State: a.store, Logger: cfg.Logger, Admit: a.admitObserved}); err != nil {
 			return nil, err
 		}
 		clusters = a.clusters
@@ -517,6 +518,9 @@ func (a *App) Run(ctx context.Context) error {
 }
 
 func (a *App) close() {
+	if a.stopKeys != nil {
+		a.stopKeys()
+	}
 	if a.listener != nil {
 		a.listener.Close()
 	}

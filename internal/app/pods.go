@@ -127,7 +127,8 @@ func (a *App) podServices(g *gate.Gate) error {
 	ncfg := node.Config{Heartbeats: a.pods.nodes, State: a.store, Log: a.log, Logger: a.cfg.Logger}
 	var err error
 	a.pods.registrar, err = node.NewRegistrar(ncfg, func(ctx context.Context, obj *schemas.Object) error {
-		_, err := g.Apply(ctx, "node/"+obj.GetMetadata().GetName(), []*schemas.Object{obj}, "")
+		name := obj.GetMetadata().GetName()
+		_, err := g.Apply(ctx, gate.Principal{Name: "node/" + name, Role: gate.RoleNode, Self: name}, []*schemas.Object{obj}, "")
 		return err
 	})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -373,5 +374,38 @@ func TestSubscribeFromTheStartThenFollows(t *testing.T) {
 	mustApply(t, c, cm("new", "", "a: b"))
 	if got := strings.Join(names(1), ","); got != "ConfigMap/new" {
 		t.Fatalf("follow: %s", got)
+	}
+}
+
+func TestSubscriptionSeesOnlyItsCreatorsNamespaces(t *testing.T) {
+	a, admin := startApp(t, app.Config{SubscriptionPrivateSinks: true, Principals: []api.Principal{
+		{Token: "admin-token", Name: "root"},
+		{Token: "shop-token", Name: "shopper", Role: api.RoleWriter, Namespaces: []string{"ns"}},
+	}})
+	admin.Token = "admin-token"
+	shop := &api.Client{BaseURL: a.URL(), Token: "shop-token"}
+	s := newSink(t, nil, 0)
+	hook := func(extra string) string {
+		return fmt.Sprintf("apiVersion: v1\nkind: Subscription\nmetadata: {name: hook, namespace: ns}\nspec:\n  sink: {url: %q, allowHTTP: true, signingSecret: {name: hook-key, key: key}}\n%s", s.srv.URL, extra)
+	}
+	mustApply(t, shop, secretYAML("hook-key", "key", signingKey))
+	// A filter that reaches beyond the creator's namespaces is refused,
+	// and so is one that names none (every namespace).
+	for _, extra := range []string{"", "  filter: {namespaces: [ns, other]}\n"} {
+		_, err := shop.Apply(context.Background(), "hook.yaml", []byte(hook(extra)), "")
+		var apiErr *api.APIError
+		if !errors.As(err, &apiErr) || apiErr.Code != http.StatusForbidden || !strings.Contains(err.Error(), "spec.filter.namespaces") && !strings.Contains(err.Error(), "would read namespace other") {
+			t.Fatalf("subscription with %q: %v, want 403 naming the filter", extra, err)
+		}
+	}
+	mustApply(t, shop, hook("  filter: {namespaces: [ns]}\n"))
+	start := resourceVersion(t, admin)
+	mustApply(t, admin, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: theirs, namespace: other}\ndata: {a: b}\n")
+	mustApply(t, admin, cm("ours", "", "a: b"))
+	checkDelivered(t, "hook", s, logEvents(t, a, start, "ConfigMap"))
+	for _, e := range s.events() {
+		if e.Data.Key.Namespace != "ns" {
+			t.Fatalf("a change of namespace %q reached the shop's subscription", e.Data.Key.Namespace)
+		}
 	}
 }
