@@ -83,6 +83,10 @@ type Config struct {
 	// entries resolve against (see package kinds); default: State's own
 	// Kinds method when it has one, else only the built-in kinds.
 	Kinds func() []string
+	// Admit checks objects against the kinds in effect and returns them as
+	// they are to be stored (KindCheck.Admit); nil takes every kind as
+	// written.
+	Admit func([]*schemas.Object) ([]*schemas.Object, error)
 	// Now is the clock; default time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -195,6 +199,13 @@ func (g *Gate) DryRun(ctx context.Context, actor string, objs []*schemas.Object)
 // returns the objects' keys and the objects as they are to be stored (the
 // callers' objects are not modified).
 func (g *Gate) prepare(objs []*schemas.Object) ([]projections.Key, []*schemas.Object, error) {
+	if g.cfg.Admit != nil {
+		admitted, err := g.cfg.Admit(objs)
+		if err != nil {
+			return nil, nil, invalid("%v", err)
+		}
+		objs = admitted
+	}
 	keys := make([]projections.Key, len(objs))
 	for i, o := range objs {
 		keys[i] = projections.KeyOf(manifest.KeyOf(o))

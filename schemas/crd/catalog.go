@@ -9,6 +9,7 @@ import (
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
 	"github.com/jetplane/jetplane/schemas/builtin"
+	"github.com/jetplane/jetplane/schemas/kinds"
 )
 
 // Own are jetplane's own kinds, always defined (their reconcilers check
@@ -212,4 +213,15 @@ func keyOf(kind, group string) string {
 		return kind
 	}
 	return kind + "." + group
+}
+
+// Infos describes the defined kinds for name resolution (package kinds):
+// kind, group, plural, short names and scope, sorted by kind.
+func (c *Catalog) Infos() []kinds.Info {
+	out := make([]kinds.Info, 0, len(c.defs))
+	for _, k := range c.Kinds() {
+		d := c.defs[k]
+		out = append(out, kinds.Info{Kind: d.Kind, Group: d.Group, Plural: d.Plural, Short: d.Short, Namespaced: d.Namespaced})
+	}
+	return out
 }
