@@ -96,6 +96,7 @@ type version struct {
 	validator  apiservervalidation.SchemaValidator
 	cel        *cel.Validator
 	columns    []Column
+	served     bool
 }
 
 // Key is the defined kind as object keys hold it ("Widget.example.com").
@@ -178,7 +179,7 @@ func Compile(o *schemas.Object) (*Definition, error) {
 		Storage:    storage, versions: map[string]*version{},
 	}
 	for i, v := range in.Spec.Versions {
-		if !v.Served {
+		if !v.Served && !v.Storage {
 			continue
 		}
 		props := v.Schema.OpenAPIV3Schema
@@ -203,8 +204,11 @@ func Compile(o *schemas.Object) (*Definition, error) {
 		for _, c := range cols {
 			ver.columns = append(ver.columns, Column{Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, JSONPath: c.JSONPath, Priority: c.Priority})
 		}
+		ver.served = v.Served
 		d.versions[v.Name] = ver
-		d.Served = append(d.Served, v.Name)
+		if v.Served {
+			d.Served = append(d.Served, v.Name)
+		}
 	}
 	return d, nil
 }
@@ -216,7 +220,7 @@ func Compile(o *schemas.Object) (*Definition, error) {
 func (d *Definition) Admit(o, old *schemas.Object) (*schemas.Object, error) {
 	_, vname, _ := strings.Cut(o.GetApiVersion(), "/")
 	ver := d.versions[vname]
-	if ver == nil {
+	if ver == nil || !ver.served {
 		return nil, Errors{{Field: "apiVersion", Reason: fmt.Sprintf("%q is not served for %s; served: %s", o.GetApiVersion(), d.Kind, strings.Join(prefixed(d.Group, d.Served), ", "))}}
 	}
 	var errs Errors
@@ -254,6 +258,16 @@ func (d *Definition) Admit(o, old *schemas.Object) (*schemas.Object, error) {
 	}
 	if len(fes) > 0 {
 		return nil, fieldErrors(fes)
+	}
+	if vname != d.Storage {
+		// Stored at the storage version (the None conversion: fields stay
+		// as they are), with that version's defaults, as kube-apiserver
+		// shows it when read back.
+		if sv := d.versions[d.Storage]; sv != nil {
+			u["apiVersion"] = d.Group + "/" + d.Storage
+			pruning.Prune(u, sv.structural, true)
+			defaulting.Default(u, sv.structural)
+		}
 	}
 	out := proto.CloneOf(o)
 	out.ApiVersion = d.Group + "/" + d.Storage
