@@ -27,7 +27,8 @@ var _ KindStore = (*projections.Store)(nil)
 // The compiled catalog is rebuilt only when a CRD changes. Safe for
 // concurrent use; see package crd for what is checked.
 type KindCheck struct {
-	store KindStore
+	store    KindStore
+	compiled func(kind string) bool
 
 	mu  sync.Mutex
 	sig string
@@ -35,9 +36,10 @@ type KindCheck struct {
 }
 
 // NewKindCheck returns a KindCheck over store; its Admit is the gate's
-// Config.Admit.
-func NewKindCheck(store KindStore) *KindCheck {
-	return &KindCheck{store: store}
+// Config.Admit. compiled, when not nil, reports the kinds a reconciler
+// compiled into this server handles: they are defined by that code.
+func NewKindCheck(store KindStore, compiled func(kind string) bool) *KindCheck {
+	return &KindCheck{store: store, compiled: compiled}
 }
 
 // Catalog is the kinds defined now.
@@ -78,8 +80,9 @@ func defines(k projections.Key, st *schemas.Status) bool {
 // to be stored.
 func (k *KindCheck) Admit(objs []*schemas.Object) ([]*schemas.Object, error) {
 	return k.Catalog().Admit(objs, crd.Admission{
-		Current: k.store.Get,
-		InUse:   k.inUse,
+		Current:  k.store.Get,
+		InUse:    k.inUse,
+		Compiled: k.compiled,
 	})
 }
 

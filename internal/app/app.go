@@ -215,7 +215,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	kindCheck := gate.NewKindCheck(a.store)
+	kindCheck := gate.NewKindCheck(a.store, a.runtime.Handles)
 	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.runtime.Handles, Admit: kindCheck.Admit, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}

@@ -87,6 +87,10 @@ type Admission struct {
 	// undefined kind in use is accepted as written (grandfathered), so a
 	// data directory from before kinds were checked keeps working.
 	InUse func(kind string) bool
+	// Compiled reports whether a reconciler compiled into this server
+	// handles kind: such a kind is jetplane's own (as HelmRelease and
+	// Apply are) and its reconciler owns its rules.
+	Compiled func(kind string) bool
 }
 
 // ObjectError is a problem with one object of a request.
@@ -144,7 +148,7 @@ func (c *Catalog) Admit(objs []*schemas.Object, a Admission) ([]*schemas.Object,
 	copied := false
 	for i, o := range objs {
 		k := keys[i].Kind
-		if Builtin(k) {
+		if Builtin(k) || a.Compiled != nil && a.Compiled(k) && cat.Lookup(k) == nil {
 			continue
 		}
 		d := cat.Lookup(k)

@@ -168,3 +168,12 @@ func TestColumns(t *testing.T) {
 		t.Fatal("v1alpha1 has no columns")
 	}
 }
+
+// A kind a reconciler compiled into the server handles is that code's own.
+func TestAdmitCompiled(t *testing.T) {
+	objs := decode(t, "apiVersion: v1\nkind: Probe\nmetadata: {name: p, namespace: ns}\nspec: {n: 1}\n")
+	compiled := func(k string) bool { return k == "Probe" }
+	if _, err := crd.NewCatalog(nil).Admit(objs, crd.Admission{Compiled: compiled}); err != nil {
+		t.Fatalf("compiled kind refused: %v", err)
+	}
+}
