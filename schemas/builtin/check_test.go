@@ -11,7 +11,7 @@ import (
 	"github.com/jetplane/jetplane/schemas/builtin"
 )
 
-func spec(t *testing.T, y string) *structpb.Struct {
+func spec(t testing.TB, y string) *structpb.Struct {
 	t.Helper()
 	var m map[string]any
 	if err := yaml.Unmarshal([]byte(y), &m); err != nil {
