@@ -148,7 +148,8 @@ func Decode(o *schemas.Object) (*apiextensionsv1.CustomResourceDefinition, error
 
 // Compile validates the CRD o as kube-apiserver does on create and
 // compiles its schemas and CEL rules.
-func Compile(o *schemas.Object) (*Definition, error) {
+func Compile(o *schemas.Object) (d *Definition, err error) {
+	defer recoverInto(&err, "spec")
 	v1crd, err := Decode(o)
 	if err != nil {
 		return nil, err
@@ -172,7 +173,7 @@ func Compile(o *schemas.Object) (*Definition, error) {
 	if fes := crdvalidation.ValidateCustomResourceDefinition(context.Background(), in); len(fes) > 0 {
 		return nil, fieldErrors(fes)
 	}
-	d := &Definition{
+	d = &Definition{
 		Group: in.Spec.Group, Kind: in.Spec.Names.Kind, Plural: in.Spec.Names.Plural,
 		Singular: in.Spec.Names.Singular, Short: in.Spec.Names.ShortNames,
 		Namespaced: in.Spec.Scope == apiextensions.NamespaceScoped,
@@ -182,8 +183,12 @@ func Compile(o *schemas.Object) (*Definition, error) {
 		if !v.Served && !v.Storage {
 			continue
 		}
-		props := v.Schema.OpenAPIV3Schema
-		if props == nil && in.Spec.Validation != nil {
+		// The conversion to the internal type moves a schema that every
+		// version shares to spec.validation.
+		var props *apiextensions.JSONSchemaProps
+		if v.Schema != nil {
+			props = v.Schema.OpenAPIV3Schema
+		} else if in.Spec.Validation != nil {
 			props = in.Spec.Validation.OpenAPIV3Schema
 		}
 		path := fmt.Sprintf("spec.versions[%d].schema.openAPIV3Schema", i)
@@ -198,7 +203,7 @@ func Compile(o *schemas.Object) (*Definition, error) {
 		ver := &version{name: v.Name, structural: s, validator: val,
 			cel: cel.NewValidator(s, true, celconfig.PerCallLimit)}
 		cols := v.AdditionalPrinterColumns
-		if len(cols) == 0 {
+		if len(cols) == 0 { // shared by every version, moved like the schema
 			cols = in.Spec.AdditionalPrinterColumns
 		}
 		for _, c := range cols {
@@ -217,7 +222,8 @@ func Compile(o *schemas.Object) (*Definition, error) {
 // to be stored: pruned, defaulted and at the storage version. old is the
 // object stored now (nil when o is new); transition rules (oldSelf) see it.
 // Problems are Errors naming each field.
-func (d *Definition) Admit(o, old *schemas.Object) (*schemas.Object, error) {
+func (d *Definition) Admit(o, old *schemas.Object) (_ *schemas.Object, err error) {
+	defer recoverInto(&err, "")
 	_, vname, _ := strings.Cut(o.GetApiVersion(), "/")
 	ver := d.versions[vname]
 	if ver == nil || !ver.served {
@@ -278,6 +284,15 @@ func (d *Definition) Admit(o, old *schemas.Object) (*schemas.Object, error) {
 	}
 	out.Spec = s
 	return out, nil
+}
+
+// recoverInto turns a panic in the Kubernetes libraries, on input no test
+// foresaw, into an error for that object rather than a failed request
+// handler.
+func recoverInto(err *error, field string) {
+	if r := recover(); r != nil {
+		*err = Errors{{Field: field, Reason: fmt.Sprintf("cannot be checked: %v", r)}}
+	}
 }
 
 // unstructuredOf is o as Kubernetes would decode it: jetplane's metadata

@@ -177,3 +177,37 @@ func TestAdmitCompiled(t *testing.T) {
 		t.Fatalf("compiled kind refused: %v", err)
 	}
 }
+
+// A schema every version shares is moved by the conversion to the
+// internal type; a CRD with one version is the common case.
+func TestCompileOneVersion(t *testing.T) {
+	o := decode(t, `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.example.com}
+spec:
+  group: example.com
+  scope: Cluster
+  names: {kind: Gadget, plural: gadgets}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    additionalPrinterColumns: [{name: Size, type: integer, jsonPath: .spec.size}]
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {size: {type: integer, default: 1}}}
+`)[0]
+	d, err := crd.Compile(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cols := d.Columns("v1"); len(cols) != 1 || cols[0].Name != "Size" {
+		t.Fatalf("columns %+v", cols)
+	}
+	out, err := d.Admit(decode(t, "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}\nspec: {size: 2}\n")[0], nil)
+	if err != nil || out.GetSpec().GetFields()["size"].GetNumberValue() != 2 {
+		t.Fatalf("Admit = %v, %v", out, err)
+	}
+}
