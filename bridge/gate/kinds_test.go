@@ -69,6 +69,11 @@ func TestKindCheck(t *testing.T) {
 	if got := e.store.Get(projections.Key{Kind: "Gadget.example.com", Namespace: "ns", Name: "g"}); got.GetSpec().GetFields()["color"].GetStringValue() != "blue" {
 		t.Fatalf("default not stored: %v", got.GetSpec())
 	}
+	// Re-applying the manifest as written changes nothing: the stored
+	// object carries the defaults the new one gets again.
+	if out, err := g.Apply(ctx, "user/test", decode(t, gadget), ""); err != nil || out[0].Action != gate.Unchanged {
+		t.Fatalf("re-apply: %v, %v; want unchanged", out, err)
+	}
 	// A stricter CRD applies to the next write.
 	if err := apply(strings.Replace(gadgetsCRD, "MAX", "3", 1)); err != nil {
 		t.Fatal(err)
