@@ -12,6 +12,7 @@ import (
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/crd"
 	"github.com/jetplane/jetplane/schemas/kinds"
 )
 
@@ -73,7 +74,7 @@ func (s *Server) resolveKind(r *http.Request, route string) error {
 	if name == "" {
 		return nil
 	}
-	kind, err := kinds.Resolve(name, s.cfg.Store.Kinds())
+	kind, err := kinds.ResolveDefined(name, s.cfg.Store.Kinds(), s.defined().Infos())
 	if err != nil {
 		if route == "/v1/history" && errors.Is(err, kinds.ErrUnknown) {
 			return nil
@@ -83,6 +84,15 @@ func (s *Server) resolveKind(r *http.Request, route string) error {
 	q.Set("kind", kind)
 	r.URL.RawQuery = q.Encode()
 	return nil
+}
+
+// defined is the catalog of defined kinds (empty when the server has
+// none).
+func (s *Server) defined() *crd.Catalog {
+	if s.cfg.Defined == nil {
+		return crd.NewCatalog(nil)
+	}
+	return s.cfg.Defined()
 }
 
 func (s *Server) reconciler(kind string) string {
@@ -122,13 +132,20 @@ func (s *Server) kinds(w http.ResponseWriter, r *http.Request, _ string) error {
 	if scope != nil {
 		seen = slices.DeleteFunc(slices.Clone(seen), func(k string) bool { return count(k) == 0 })
 	}
+	defined := s.defined()
 	resp := KindsResponse{Kinds: []KindInfo{}}
-	for _, in := range kinds.Catalogue(seen) {
-		resp.Kinds = append(resp.Kinds, KindInfo{
+	for _, in := range kinds.CatalogueDefined(seen, defined.Infos()) {
+		info := KindInfo{
 			Kind: in.Kind, Group: in.Group, Name: in.Key(), Plural: in.Plural, ShortNames: in.Short,
 			Namespaced: in.Namespaced, Objects: count(in.Key()), Seen: slices.Contains(seen, in.Key()),
 			Reconciler: s.reconciler(in.Key()),
-		})
+		}
+		if d := defined.Lookup(in.Key()); d != nil {
+			for _, c := range d.Columns(d.Storage) {
+				info.Columns = append(info.Columns, PrinterColumn{Name: c.Name, Type: c.Type, JSONPath: c.JSONPath, Priority: c.Priority})
+			}
+		}
+		resp.Kinds = append(resp.Kinds, info)
 	}
 	return writeJSON(w, resp)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/crd"
 	"github.com/jetplane/jetplane/schemas/manifest"
 )
 
@@ -74,6 +75,10 @@ type Config struct {
 	// Reconciler names what reconciles objects of kind ("" when nothing
 	// does: they are stored only); nil means nothing reconciles any kind.
 	Reconciler func(kind string) string
+	// Defined is the catalog of kinds defined by CustomResourceDefinitions
+	// in effect (gate.KindCheck.Catalog): names resolve against it and
+	// /v1/kinds lists its kinds with their printer columns. Nil: none.
+	Defined func() *crd.Catalog
 	// Version describes the server for GET /v1/version.
 	Version Version
 	// Console serves the web console at /; nil serves none.

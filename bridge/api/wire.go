@@ -172,6 +172,17 @@ type KindInfo struct {
 	Seen bool `json:"seen"`
 	// Reconciler names what reconciles the kind; empty: stored only.
 	Reconciler string `json:"reconciler,omitempty"`
+	// Columns are the printer columns of a kind defined by a
+	// CustomResourceDefinition, at its storage version.
+	Columns []PrinterColumn `json:"columns,omitempty"`
+}
+
+// PrinterColumn is one of a defined kind's additionalPrinterColumns.
+type PrinterColumn struct {
+	Name     string `json:"name"`
+	Type     string `json:"type,omitempty"`
+	JSONPath string `json:"jsonPath"`
+	Priority int32  `json:"priority,omitempty"`
 }
 
 // Version answers GET /v1/version.

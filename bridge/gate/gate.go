@@ -87,6 +87,10 @@ type Config struct {
 	// Sealer seals every Secret value a write carries (decision 0037);
 	// nil refuses writes that carry secret values.
 	Sealer *seal.Sealer
+	// Admit checks objects against the kinds in effect and returns them as
+	// they are to be stored (KindCheck.Admit); nil takes every kind as
+	// written.
+	Admit func([]*schemas.Object) ([]*schemas.Object, error)
 	// Now is the clock; default time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -199,11 +203,19 @@ func (g *Gate) DryRun(ctx context.Context, p Principal, objs []*schemas.Object) 
 	return outcomes, nil
 }
 
-// prepare checks each object's scope, authorizes p for it as far as the
-// request alone tells, resolves dependsOn kinds, rejects cycles and seals
-// secret values. It returns the objects' keys and the objects as they are
-// to be stored (the callers' objects are not modified).
+// prepare checks each object against the kinds in effect, checks its
+// scope, authorizes p for it as far as the request alone tells, resolves
+// dependsOn kinds, rejects cycles and seals secret values. It returns the
+// objects' keys and the objects as they are to be stored (the callers'
+// objects are not modified).
 func (g *Gate) prepare(ctx context.Context, p Principal, objs []*schemas.Object) ([]projections.Key, []*schemas.Object, error) {
+	if g.cfg.Admit != nil {
+		admitted, err := g.cfg.Admit(objs)
+		if err != nil {
+			return nil, nil, invalid("%v", err)
+		}
+		objs = admitted
+	}
 	keys := make([]projections.Key, len(objs))
 	for i, o := range objs {
 		keys[i] = projections.KeyOf(manifest.KeyOf(o))

@@ -99,7 +99,7 @@ namespace (an error names them when it exists in more than one).`,
 			c := g.client()
 			ctx := cmd.Context()
 			if of.table() {
-				opts.Reconciler = reconcilerLookup(ctx, c)
+				opts.Reconciler, opts.Columns = kindLookup(ctx, c)
 			}
 			var items []printer.Item
 			var listRV uint64
@@ -250,15 +250,27 @@ func getOne(ctx context.Context, c *api.Client, k api.Key, nsGiven bool) (printe
 // reconcilerLookup asks the server what reconciles each kind, once; nil
 // when it cannot say.
 func reconcilerLookup(ctx context.Context, c *api.Client) func(string) string {
+	rec, _ := kindLookup(ctx, c)
+	return rec
+}
+
+// kindLookup asks the server, once, what reconciles each kind and which
+// printer columns a kind defined by a CustomResourceDefinition has; nils
+// when it cannot say.
+func kindLookup(ctx context.Context, c *api.Client) (func(string) string, func(string) []printer.Column) {
 	resp, err := c.Kinds(ctx)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	m := map[string]string{}
+	rec := map[string]string{}
+	cols := map[string][]printer.Column{}
 	for _, k := range resp.Kinds {
-		m[k.Name] = k.Reconciler
+		rec[k.Name] = k.Reconciler
+		for _, col := range k.Columns {
+			cols[k.Name] = append(cols[k.Name], printer.Column{Name: col.Name, JSONPath: col.JSONPath, Priority: col.Priority})
+		}
 	}
-	return func(kind string) string { return m[kind] }
+	return func(kind string) string { return rec[kind] }, func(kind string) []printer.Column { return cols[kind] }
 }
 
 // phaseHint says why PHASE is "-": objects of kinds nothing reconciles

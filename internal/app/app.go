@@ -225,7 +225,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.runtime.Handles, Sealer: a.seal, Logger: cfg.Logger}); err != nil {
+	kindCheck := gate.NewKindCheck(a.store, a.runtime.Handles)
+	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.runtime.Handles, Admit: kindCheck.Admit, Sealer: a.seal, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	if err := a.podServices(a.gate); err != nil {
@@ -252,7 +253,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.api, err = api.New(api.Config{Sealer: a.seal, Limits: cfg.APILimits,
 		Gate: a.gate, Store: a.store, Charts: charts, Backup: a.backup, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters, NextRun: a.runtime.NextRun,
 		Tokens: cfg.Tokens, Principals: cfg.Principals, Registerer: reg, Gatherer: reg, Logger: cfg.Logger, Pods: a.pods,
-		Reconciler: a.reconcilerOf, Version: a.version(), Console: console.Handler(), Partitions: a.log.PartitionHolders,
+		Reconciler: a.reconcilerOf, Defined: kindCheck.Catalog, Version: a.version(), Console: console.Handler(), Partitions: a.log.PartitionHolders,
 	}); err != nil {
 		return nil, err
 	}
