@@ -59,7 +59,7 @@ would, 2 or more when the diff itself failed.`,
 				}
 			}
 			if changed > 0 {
-				return codeError{code: exitError, err: fmt.Errorf("%d of %d objects would change", changed, len(resp.Results))}
+				return quietExit{code: exitError}
 			}
 			return nil
 		},

@@ -86,6 +86,10 @@ immutable event in a JetStream log, and folds the log into current state that
 you can get, list, watch, audit by history, and read as of any past point.
 
 Start the control plane with 'jetplane serve'; the other commands talk to it.`,
+		Example: `  jetplane serve --data ./data &
+  jetplane apply -f deploy/examples/
+  jetplane get
+  jetplane history Deployment.apps/shop/web`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -97,6 +101,7 @@ Start the control plane with 'jetplane serve'; the other commands talk to it.`,
 	root.AddCommand(newCreds(), newKeys())
 	secretFlags(root, g)
 	root.AddCommand(newChart(g), newRollback(g), newTemplate(), newBackup(g), newRestore())
+	root.AddCommand(newElsewhere()...)
 	finishCommands(root, g)
 	return root
 }
