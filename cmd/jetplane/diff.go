@@ -41,6 +41,7 @@ would, 2 or more when the diff itself failed.`,
 				}
 				return err
 			}
+			printWarnings(cmd.ErrOrStderr(), resp.Warnings)
 			changed := 0
 			w := cmd.OutOrStdout()
 			for _, r := range resp.Results {

@@ -32,7 +32,14 @@ func printError(w io.Writer, err error) {
 		}
 		return
 	}
-	fmt.Fprintln(w, "error:", err)
+	fmt.Fprintln(w, "error:", cliWording(err.Error()))
+}
+
+// cliWording turns the API's advice about query parameters into the flags
+// of this command line: the server speaks to every HTTP client, the CLI's
+// user types -n.
+func cliWording(msg string) string {
+	return strings.ReplaceAll(msg, "name one with namespace=", "name one with -n NAMESPACE")
 }
 
 func describeDetail(d api.ErrorDetail) string {
@@ -95,7 +102,7 @@ Start the control plane with 'jetplane serve'; the other commands talk to it.`,
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", envOr("JETPLANE_SERVER", "http://127.0.0.1:7070"), "API server URL (env JETPLANE_SERVER)")
 	root.PersistentFlags().StringVar(&g.token, "token", os.Getenv("JETPLANE_TOKEN"), "bearer token for the API (env JETPLANE_TOKEN)")
-	root.AddCommand(newServe(), newApply(g), newGet(g), newDelete(g), newWatch(g), newHistory(g), newState(g), newClusters(g), newExplain(g))
+	root.AddCommand(newServe(), newApply(g), newGet(g), newDelete(g), newWatch(g), newHistory(g), newState(g), newClusters(g), newExplain(g), newPlacement(g))
 	root.AddCommand(newDescribe(g), newDiff(g), newAPIResources(g), newVersion(g))
 	root.AddCommand(newNode(), newImage(g), newLogs(g))
 	root.AddCommand(newCreds(), newKeys())

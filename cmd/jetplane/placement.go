@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/scheduler"
@@ -18,11 +19,23 @@ import (
 	"github.com/jetplane/jetplane/schemas"
 )
 
-func newExplain(g *globals) *cobra.Command {
-	var ns, config string
-	var replay bool
+// placementFlags are placement's flags; explain takes them too, for the
+// old form 'explain Pod/NAMESPACE/NAME'.
+type placementFlags struct {
+	ns, config string
+	replay     bool
+}
+
+func (f *placementFlags) add(fs *pflag.FlagSet) {
+	fs.StringVarP(&f.ns, "namespace", "n", "", "namespace, when the reference is Pod/NAME")
+	fs.BoolVar(&f.replay, "replay", false, "re-run the decision on the state it saw")
+	fs.StringVar(&f.config, "config", "", "scheduler config (YAML) whose profiles the replay uses")
+}
+
+func newPlacement(g *globals) *cobra.Command {
+	var f placementFlags
 	cmd := &cobra.Command{
-		Use:   "explain Pod/NAMESPACE/NAME",
+		Use:   "placement Pod/NAMESPACE/NAME",
 		Short: "Show why the scheduler put a pod on its node, and re-run that decision",
 		Long: `Show the scheduling decision recorded in a pod's Bound event: the node, how
 many nodes were looked at and passed, each filter's rejections by reason, the
@@ -31,40 +44,45 @@ best scores per plugin, the profile and the plugin versions.
 With --replay, the cycle runs again on the state as of the decision's log
 sequence (plus the pods it counted as assumed) with the plugins of --config
 (default: the default profile), and says whether it reaches the same node, or
-what differs and why (a changed plugin is named first).`,
-		Example: `  jetplane explain Pod/default/web-0
-  jetplane explain Pod/default/web-0 --replay
-  jetplane explain Pod/default/web-0 --replay --config scheduler.yaml`,
+what differs and why (a changed plugin is named first).
+
+This was 'jetplane explain Pod/NAMESPACE/NAME', which still works; 'jetplane
+explain KIND' now documents a kind's fields, as kubectl explain does.`,
+		Example: `  jetplane placement Pod/default/web-0
+  jetplane placement Pod/default/web-0 --replay
+  jetplane placement Pod/default/web-0 --replay --config scheduler.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			k, err := parseRef(args[0], ns)
-			if err != nil {
-				return err
-			}
-			if k.Kind != "Pod" {
-				return fmt.Errorf("%s: explain takes a Pod", args[0])
-			}
-			var profiles map[string]*scheduler.Profile
-			if replay {
-				cfg := scheduler.DefaultConfig()
-				if config != "" {
-					if cfg, err = scheduler.LoadConfig(config); err != nil {
-						return err
-					}
-				}
-				// Plugins named by image come from the store through the API.
-				if profiles, err = cfg.Build(wasm.RegistryWithImages(api.ImageSource{Client: g.client()})); err != nil {
-					return fmt.Errorf("--config: %w", err)
-				}
-				defer closeProfiles(profiles)
-			}
-			return explain(cmd.Context(), cmd.OutOrStdout(), g.client(), k, profiles)
+			return runPlacement(cmd, g, f, args[0])
 		},
 	}
-	cmd.Flags().StringVarP(&ns, "namespace", "n", "", "namespace, when the reference is Pod/NAME")
-	cmd.Flags().BoolVar(&replay, "replay", false, "re-run the decision on the state it saw")
-	cmd.Flags().StringVar(&config, "config", "", "scheduler config (YAML) whose profiles the replay uses")
+	f.add(cmd.Flags())
 	return cmd
+}
+
+func runPlacement(cmd *cobra.Command, g *globals, f placementFlags, ref string) error {
+	k, err := parseRef(ref, f.ns)
+	if err != nil {
+		return err
+	}
+	if k.Kind != "Pod" {
+		return fmt.Errorf("%s: placement takes a Pod", ref)
+	}
+	var profiles map[string]*scheduler.Profile
+	if f.replay {
+		cfg := scheduler.DefaultConfig()
+		if f.config != "" {
+			if cfg, err = scheduler.LoadConfig(f.config); err != nil {
+				return err
+			}
+		}
+		// Plugins named by image come from the store through the API.
+		if profiles, err = cfg.Build(wasm.RegistryWithImages(api.ImageSource{Client: g.client()})); err != nil {
+			return fmt.Errorf("--config: %w", err)
+		}
+		defer closeProfiles(profiles)
+	}
+	return placement(cmd.Context(), cmd.OutOrStdout(), g.client(), k, profiles)
 }
 
 func closeProfiles(ps map[string]*scheduler.Profile) {
@@ -82,9 +100,9 @@ func closeProfiles(ps map[string]*scheduler.Profile) {
 	}
 }
 
-// explain prints the last Bound decision of pod k; with profiles, it
+// placement prints the last Bound decision of pod k; with profiles, it
 // replays it too.
-func explain(ctx context.Context, w io.Writer, c *api.Client, k api.Key, profiles map[string]*scheduler.Profile) error {
+func placement(ctx context.Context, w io.Writer, c *api.Client, k api.Key, profiles map[string]*scheduler.Profile) error {
 	_, evs, err := history(ctx, c, k)
 	if err != nil {
 		return err

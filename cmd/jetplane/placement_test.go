@@ -35,9 +35,10 @@ func spec(t *testing.T, v any) *structpb.Struct {
 	return s
 }
 
-// TestExplain schedules pods with the real scheduler on a real log, then
-// runs `jetplane explain` and `explain --replay` against the API.
-func TestExplain(t *testing.T) {
+// TestPlacement schedules pods with the real scheduler on a real log, then
+// runs `jetplane placement` and `placement --replay` against the API, and
+// the old form `explain Pod/...`, which still runs it with a note.
+func TestPlacement(t *testing.T) {
 	l := testenv.Log(t, events.Config{})
 	store := projections.NewStore(projections.StoreOptions{})
 	quiet := slog.New(slog.DiscardHandler)
@@ -123,16 +124,20 @@ func TestExplain(t *testing.T) {
 		}
 		return out.String()
 	}
-	out := run("explain", "Pod/default/web")
+	out := run("placement", "Pod/default/web")
 	for _, want := range []string{"Node:       n2", "Nodes:      3 evaluated of 3, 2 feasible", "Rejected:   1 Insufficient cpu",
 		"NodeResourcesFit=builtin/1+LeastAllocated"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("explain output lacks %q:\n%s", want, out)
 		}
 	}
-	out = run("explain", "Pod/default/web", "--replay")
+	out = run("placement", "Pod/default/web", "--replay")
 	if !strings.Contains(out, "Replay: same decision: node n2") {
 		t.Errorf("replay output:\n%s", out)
+	}
+	out = run("explain", "Pod/default/web", "--replay")
+	if !strings.Contains(out, "Replay: same decision: node n2") || !strings.Contains(out, "note: a scheduling decision is now 'jetplane placement Pod/default/web'") {
+		t.Errorf("the old form explain Pod/... --replay:\n%s", out)
 	}
 	cfg := filepath.Join(t.TempDir(), "sched.yaml")
 	os.WriteFile(cfg, []byte("profiles:\n- schedulerName: jetplane\n  pluginConfig:\n  - name: NodeResourcesFit\n    args: {scoringStrategy: {type: MostAllocated}}\n"), 0o644)
@@ -143,6 +148,16 @@ func TestExplain(t *testing.T) {
 		}
 	}
 
+	// A field that does not exist is named with its path, the file and
+	// the fields that do.
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("profiles:\n- schedulerName: jetplane\n  plugin:\n    score: {enabled: [{name: NodeName}]}\n"), 0o644)
+	var badOut bytes.Buffer
+	if code := execute(ctx, []string{"--server", hs.URL, "placement", "Pod/default/web", "--replay", "--config", bad}, &badOut, &badOut); code == 0 ||
+		!strings.Contains(badOut.String(), bad+": line 3: profiles[0].plugin: unknown field; the fields of profiles[0] are schedulerName, percentageOfNodesToScore, plugins, pluginConfig") {
+		t.Errorf("a bad scheduler config field: exit %d\n%s", code, badOut.String())
+	}
+
 	// A WebAssembly plugin named by image is looked up in the image store
 	// through the API.
 	os.WriteFile(cfg, []byte("profiles:\n- schedulerName: jetplane\n  plugins:\n    multiPoint:\n      enabled: [{name: onlyssd}]\n"+
@@ -151,7 +166,7 @@ func TestExplain(t *testing.T) {
 	root := newRoot()
 	root.SetOut(&errOut)
 	root.SetErr(&errOut)
-	root.SetArgs([]string{"--server", hs.URL, "explain", "Pod/default/web", "--replay", "--config", cfg})
+	root.SetArgs([]string{"--server", hs.URL, "placement", "Pod/default/web", "--replay", "--config", cfg})
 	if err := root.ExecuteContext(ctx); err == nil || !strings.Contains(err.Error(), "image plugins/onlyssd:v1") || !strings.Contains(err.Error(), "push it with jetplane image push") {
 		t.Errorf("replay with a plugin image not pushed: %v, want the store's answer through the API", err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
@@ -169,7 +171,7 @@ NATS, on its node's own subjects and keys; it never reads the log.`,
 			defer stop()
 			nc, err := events.Connect(nats)
 			if err != nil {
-				return err
+				return nodeConnectError(err, nats.CredsFile, cfg.Node)
 			}
 			defer nc.Close()
 			octx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -198,6 +200,19 @@ NATS, on its node's own subjects and keys; it never reads the log.`,
 	af.register(f, "")
 	cmd.Flags().SortFlags = false
 	return cmd
+}
+
+// nodeConnectError says what to do when NATS refuses a node agent: a bare
+// "Authorization Violation" does not say that the agent needs the node
+// role's credential, or how to get one.
+func nodeConnectError(err error, creds, node string) error {
+	if !errors.Is(err, nats.ErrAuthorization) && !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+		return err
+	}
+	if creds == "" {
+		return fmt.Errorf("%w: a node agent needs the node role's credential; where jetplane serve keeps its data, run 'jetplane creds create --role node %s -o %s.creds' and pass --nats-creds %s.creds", err, node, node, node)
+	}
+	return fmt.Errorf("%w: %s is not admitted (revoked, or from another server's store); run 'jetplane creds create --role node %s' where jetplane serve keeps its data", err, creds, node)
 }
 
 func newImage(g *globals) *cobra.Command {
