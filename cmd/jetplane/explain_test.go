@@ -18,6 +18,7 @@ func TestExplainDocumentsFields(t *testing.T) {
 		want     []string
 	}{
 		{"a kind", []string{"explain", "pod"}, 0, []string{"KIND:       Pod\nVERSION:    v1\n", "DESCRIPTION:\n    Pod is a collection of containers", "FIELDS:\n", "  spec\t<PodSpec>\n", "  apiVersion\t<string>\n"}},
+		{"the README's example", []string{"explain", "pod.spec.containers"}, 0, []string{"FIELD: containers <[]Container>", "  image\t<string>\n"}},
 		{"a field through a list", []string{"explain", "po.spec.containers.ports"}, 0, []string{"FIELD: ports <[]ContainerPort>", "containerPort\t<integer>", "JETPLANE:\n    jetplane runs containers as WebAssembly (WASI) modules, which have no\n    network"}},
 		{"a kind with its group", []string{"explain", "deploy.apps.spec.strategy"}, 0, []string{"KIND:       Deployment\nVERSION:    apps/v1", "FIELD: strategy <DeploymentStrategy>", "rollingUpdate\t<RollingUpdateDeployment>"}},
 		{"a field that does not exist", []string{"explain", "pod.spec.nope"}, 1, []string{`error: field "nope" does not exist in Pod.spec; its fields are volumes, initContainers, containers,`}},
