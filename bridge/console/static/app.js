@@ -179,6 +179,7 @@ function yamlLines(v, ind) {
     return out;
   }
   for (const [k, x] of Object.entries(v)) {
+    if (x === undefined) continue; // as JSON leaves it out
     if (block(x)) out.push(ind + yamlScalar(k) + ":", ...yamlLines(x, Array.isArray(x) ? ind : ind + "  "));
     else out.push(ind + yamlScalar(k) + ": " + (Array.isArray(x) ? "[]" : x !== null && typeof x === "object" ? "{}" : yamlScalar(x)));
   }
@@ -324,7 +325,7 @@ function replay(events) {
     const meta = (m) => {
       const r = {};
       for (const f of ["labels", "annotations", "dependsOn", "group"]) if (m && m[f] !== undefined) r[f] = m[f];
-      return r;
+      return Object.keys(r).length ? r : undefined;
     };
     switch (ev.type) {
       case "EVENT_TYPE_APPLIED": next = { metadata: meta(o.metadata), spec: o.spec, status: { ...(prev && prev.status), goal: "exists" } }; break;
