@@ -468,7 +468,8 @@ function kvGrid(pairs) {
 
 async function statePage(main, params, signal) {
   const f = filtersFrom(params);
-  const head = await api("/v1/objects", { kind: "", namespace: "" }, signal).then((r) => Number(r.resourceVersion)).catch(() => 0);
+  // The head of the log; a token confined to namespaces asks within one.
+  const head = await api("/v1/objects", { kind: "", namespace: f.namespace, limit: 1 }, signal).then((r) => Number(r.resourceVersion)).catch(() => 0);
   let at = Number(params.get("at") || head);
   const slider = el("input", { type: "range", id: "slider", min: head > 0 ? 1 : 0, max: head, value: at, step: 1 });
   const label = el("span", { id: "at-label" });
