@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"slices"
 
 	"go.yaml.in/yaml/v3"
@@ -157,6 +158,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		if ferr := unknownField(data, reflect.TypeOf(cfg)); ferr != nil {
+			return nil, ferr
+		}
 		return nil, err
 	}
 	return &cfg, nil

@@ -243,7 +243,7 @@ func (c *Client) Images(ctx context.Context) ([]ImageInfo, error) {
 
 // ImageSource reads modules from jetplane's image store through the API:
 // what a WebAssembly scheduler plugin named by image needs outside a
-// jetplane process (explain --replay).
+// jetplane process (placement --replay).
 type ImageSource struct{ Client *Client }
 
 // Resolve names the module ref stands for.

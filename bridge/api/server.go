@@ -337,6 +337,10 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, _ string) error {
 	// written out again.
 	brief := preferMinimal(r.Header.Values("Prefer"))
 	resp := ApplyResponse{Results: make([]ApplyResult, len(outcomes))}
+	for _, o := range objs {
+		resp.Warnings = append(resp.Warnings, Warnings(o)...)
+	}
+	setWarnings(w, resp.Warnings)
 	for i, o := range outcomes {
 		resp.Results[i] = ApplyResult{Key: wireKey(o.Key), Action: string(o.Action)}
 		if brief {

@@ -34,6 +34,9 @@ type Key struct {
 // ApplyResponse answers POST /v1/apply.
 type ApplyResponse struct {
 	Results []ApplyResult `json:"results"`
+	// Warnings are what the objects ask for that jetplane accepts but
+	// cannot give (see Warnings); also sent as Warning headers.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ListResponse answers GET /v1/objects and GET /v1/state.

@@ -169,3 +169,23 @@ func TestPrinterColumns(t *testing.T) {
 		t.Errorf("mixed kinds show one kind's columns:\n%s", buf.String())
 	}
 }
+
+func TestReadyInANotReadyPhase(t *testing.T) {
+	cond := func(s string) []*schemas.Condition { return []*schemas.Condition{{Type: "Ready", Status: s}} }
+	tests := []struct {
+		name string
+		st   *schemas.Status
+		want string
+	}{
+		{"none", &schemas.Status{}, "-"},
+		{"ready", &schemas.Status{Phase: "Ready", Conditions: cond("True")}, "True"},
+		{"running pod", &schemas.Status{Phase: "Running", Conditions: cond("True")}, "True"},
+		{"pending pod with a stale True", &schemas.Status{Phase: "Pending", Conditions: cond("True")}, "False"},
+		{"not ready", &schemas.Status{Phase: "Error", Conditions: cond("False")}, "False"},
+	}
+	for _, tt := range tests {
+		if got := Ready(tt.st); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

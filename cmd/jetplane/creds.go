@@ -44,6 +44,9 @@ Roles:
 
 Connect with the NKey seed in the file and the inbox prefix its comment names:
   nats --server nats://127.0.0.1:4222 --nkey audit.creds --inbox-prefix _INBOX.sub.audit stream info JP_EVENTS`,
+		Example: `  jetplane creds create --role node edge-1 -o edge-1.creds
+  jetplane creds ls
+  jetplane creds revoke edge-1`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&data, "data", envOr("JETPLANE_DATA", "./data"), "jetplane's data directory (env JETPLANE_DATA)")
@@ -70,7 +73,11 @@ Connect with the NKey seed in the file and the inbox prefix its comment names:
 				_, err = cmd.OutOrStdout().Write(data)
 				return err
 			}
-			return os.WriteFile(out, data, 0o600)
+			if err := os.WriteFile(out, data, 0o600); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: the %s credential %q (mode 0600; it is a secret)\n", out, role, args[0])
+			return nil
 		},
 	}
 	create.Flags().StringVar(&role, "role", "", "subscriber or node (required)")
@@ -80,7 +87,9 @@ Connect with the NKey seed in the file and the inbox prefix its comment names:
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List the credentials handed out, revoked ones included",
-		Args:  cobra.NoArgs,
+		Example: `  jetplane creds ls
+  jetplane creds ls --data /var/lib/jetplane`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := store()
 			if err != nil {
@@ -103,9 +112,10 @@ Connect with the NKey seed in the file and the inbox prefix its comment names:
 		},
 	}
 	revoke := &cobra.Command{
-		Use:   "revoke NAME",
-		Short: "Revoke a credential: a running server disconnects it and refuses it from then on",
-		Args:  cobra.ExactArgs(1),
+		Use:     "revoke NAME",
+		Short:   "Revoke a credential: a running server disconnects it and refuses it from then on",
+		Example: `  jetplane creds revoke edge-1`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := store()
 			if err != nil {

@@ -32,7 +32,14 @@ func printError(w io.Writer, err error) {
 		}
 		return
 	}
-	fmt.Fprintln(w, "error:", err)
+	fmt.Fprintln(w, "error:", cliWording(err.Error()))
+}
+
+// cliWording turns the API's advice about query parameters into the flags
+// of this command line: the server speaks to every HTTP client, the CLI's
+// user types -n.
+func cliWording(msg string) string {
+	return strings.ReplaceAll(msg, "name one with namespace=", "name one with -n NAMESPACE")
 }
 
 func describeDetail(d api.ErrorDetail) string {
@@ -91,17 +98,22 @@ immutable event in a JetStream log, and folds the log into current state that
 you can get, list, watch, audit by history, and read as of any past point.
 
 Start the control plane with 'jetplane serve'; the other commands talk to it.`,
+		Example: `  jetplane serve --data ./data &
+  jetplane apply -f deploy/examples/
+  jetplane get
+  jetplane history Deployment.apps/shop/web`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", envOr("JETPLANE_SERVER", "http://127.0.0.1:7070"), "API server URL (env JETPLANE_SERVER)")
 	root.PersistentFlags().StringVar(&g.token, "token", "", "bearer token for the API (env JETPLANE_TOKEN)")
-	root.AddCommand(newServe(), newApply(g), newGet(g), newDelete(g), newWatch(g), newSubscribe(g), newDecode(), newHistory(g), newState(g), newClusters(g), newExplain(g))
+	root.AddCommand(newServe(), newApply(g), newGet(g), newDelete(g), newWatch(g), newSubscribe(g), newDecode(), newHistory(g), newState(g), newClusters(g), newExplain(g), newPlacement(g))
 	root.AddCommand(newDescribe(g), newDiff(g), newAPIResources(g), newVersion(g))
 	root.AddCommand(newNode(), newImage(g), newLogs(g))
 	root.AddCommand(newCreds(), newKeys())
 	secretFlags(root, g)
 	root.AddCommand(newChart(g), newRollback(g), newTemplate(), newBackup(g), newRestore())
+	root.AddCommand(newElsewhere()...)
 	finishCommands(root, g)
 	return root
 }
