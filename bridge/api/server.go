@@ -201,7 +201,9 @@ func (s *Server) route(pattern string, h handler) {
 		}
 		if err == nil {
 			var release func()
-			if release, err = s.limits.admit(p, pattern == "GET /v1/watch"); err == nil {
+			// A followed log is held open like a watch and counts as one.
+			long := pattern == "GET /v1/watch" || (pattern == "GET /v1/logs" && r.URL.Query().Get("follow") == "true")
+			if release, err = s.limits.admit(p, long); err == nil {
 				defer release()
 			} else if le := (*limited)(nil); errors.As(err, &le) {
 				err = writeLimited(sw, le)

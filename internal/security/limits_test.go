@@ -7,13 +7,19 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/events/auth"
 	"github.com/jetplane/jetplane/internal/app"
+	"github.com/jetplane/jetplane/projections"
 )
 
 func get(t *testing.T, a *app.App, token, path string) (*http.Response, []byte) {
@@ -168,4 +174,151 @@ func TestAPIPagination(t *testing.T) {
 	if resp, _ := get(t, a, "admin-token", "/v1/objects?limit=-1"); resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("limit -1: %d, want 400", resp.StatusCode)
 	}
+}
+
+// logsPod applies Pod other/victim bound to node and waits until the pod
+// reconciler has recorded its first status, so that the log is still
+// afterwards.
+func logsPod(t *testing.T, a *app.App, node string) {
+	t.Helper()
+	c := &api.Client{BaseURL: a.URL(), Token: "admin-token"}
+	doc := fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: other}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: victim, namespace: other}
+spec:
+  nodeName: %s
+  restartPolicy: Never
+  containers:
+  - {name: main, image: "app:v1"}
+`, node)
+	if _, err := c.Apply(context.Background(), "pod.yaml", []byte(doc), ""); err != nil {
+		t.Fatal(err)
+	}
+	k := projections.Key{Kind: "Pod", Namespace: "other", Name: "victim"}
+	deadline := time.Now().Add(wait)
+	for a.Store().Get(k).GetStatus().GetPhase() == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the pod got no status")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// openNode connects as node's agent.
+func openNode(t *testing.T, a *app.App, node string) *events.NodeConn {
+	t.Helper()
+	nc, _ := connectAs(t, a, auth.RoleNode, node)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	n, err := events.OpenNode(ctx, nc, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// waitLogs waits until JP_LOGS has taken in messages up to sequence seq
+// (stored or, over a bound, dropped).
+func waitLogs(t *testing.T, a *app.App, seq uint64) {
+	t.Helper()
+	js, err := jetstream.New(a.Log().Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		s, err := js.Stream(context.Background(), events.LogsStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.CachedInfo().State.LastSeq >= seq {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("JP_LOGS at %d, want %d", s.CachedInfo().State.LastSeq, seq)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A node writes logs only for pods bound to it: another node publishing
+// under a victim pod's name (10,001 chunks, over the per-container bound)
+// neither shows in that pod's logs nor pushes its real output out.
+func TestNodeCannotForgeAnotherNodesPodLogs(t *testing.T) {
+	a := start(t, app.Config{Principals: principals()})
+	logsPod(t, a, "good")
+	good, evil := openNode(t, a, "good"), openNode(t, a, "evil")
+	if err := good.PublishLog("other", "victim", "main", "stdout", 0, []byte("real output\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := flush(good); err != nil {
+		t.Fatal(err)
+	}
+	waitLogs(t, a, 1)
+	before := fingerprintOf(t, a)
+	for range events.LogsPerContainer + 1 {
+		if err := evil.PublishLog("other", "victim", "main", "stdout", 0, []byte("forged\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := flush(evil); err != nil {
+		t.Fatal(err)
+	}
+	waitLogs(t, a, 1+events.LogsPerContainer+1)
+	for _, q := range []string{"", "&tail=1", "&tail=5"} {
+		resp, body := get(t, a, "reader-token", "/v1/logs?namespace=other&pod=victim"+q)
+		if resp.StatusCode != 200 || string(body) != "real output\n" {
+			t.Fatalf("logs%s: %d, %d bytes beginning %q, want only the real output", q, resp.StatusCode, len(body), body[:min(len(body), 40)])
+		}
+	}
+	unchanged(t, a, before)
+}
+
+// `logs --tail 100` of a container with 10,000 stored chunks reads from
+// the end: it allocates a small fraction of the stored log, however long.
+func TestLogsTailReadsFromTheEnd(t *testing.T) {
+	a := start(t, app.Config{Principals: principals()})
+	logsPod(t, a, "good")
+	good := openNode(t, a, "good")
+	chunk := []byte(strings.Repeat(strings.Repeat("x", 99)+"\n", 20)) // 2,000 bytes, 20 lines
+	for i := range events.LogsPerContainer {
+		last := []byte(fmt.Sprintf("line %d\n", i))
+		if err := good.PublishLog("other", "victim", "main", "stdout", 0, append(chunk[:len(chunk):len(chunk)], last...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := flush(good); err != nil {
+		t.Fatal(err)
+	}
+	waitLogs(t, a, events.LogsPerContainer)
+	before := fingerprintOf(t, a)
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	alloc := ms.TotalAlloc
+	resp, body := get(t, a, "reader-token", "/v1/logs?namespace=other&pod=victim&tail=100")
+	runtime.ReadMemStats(&ms)
+	used := ms.TotalAlloc - alloc
+	if resp.StatusCode != 200 {
+		t.Fatalf("tail: %d %s", resp.StatusCode, body)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(body), "\n"), "\n")
+	if len(lines) != 100 || lines[99] != fmt.Sprintf("line %d", events.LogsPerContainer-1) {
+		t.Fatalf("tail 100: %d lines ending %q", len(lines), lines[len(lines)-1])
+	}
+	t.Logf("tail 100 of %d chunks (%d MiB stored) allocated %.1f MiB", events.LogsPerContainer, events.LogsPerContainer*len(chunk)>>20, float64(used)/(1<<20))
+	if used > 10<<20 {
+		t.Fatalf("tail 100 allocated %d MiB, want under 10", used>>20)
+	}
+	unchanged(t, a, before)
+}
+
+func flush(n *events.NodeConn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	return n.Flush(ctx)
 }
