@@ -252,7 +252,10 @@ func (s *Server) deleteNamespace(w http.ResponseWriter, r *http.Request, actor s
 		return httpError(http.StatusNotFound, fmt.Sprintf("%s not found", ns))
 	}
 	objs, _ := s.cfg.Store.List(projections.Query{Namespace: ns.Name})
-	idem := r.Header.Get("Idempotency-Key")
+	idem, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
 	var resp ApplyResponse
 	for _, k := range reverseDependencyOrder(objs) {
 		out, err := s.cfg.Gate.Delete(r.Context(), actor, k, idem)

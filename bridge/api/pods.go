@@ -225,8 +225,10 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, _ string) error {
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
+	ctx, release := s.stream(w, r)
+	defer release()
 	lq.After = after
-	err = s.cfg.Pods.ReadLogs(r.Context(), lq, func(l events.LogLine) error {
+	err = s.cfg.Pods.ReadLogs(ctx, lq, func(l events.LogLine) error {
 		if _, err := w.Write(l.Data); err != nil {
 			return err
 		}
@@ -235,7 +237,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, _ string) error {
 		}
 		return nil
 	})
-	if r.Context().Err() != nil {
+	if ctx.Err() != nil {
 		return nil
 	}
 	return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -100,6 +101,9 @@ type Server struct {
 	tokens    *tokens
 	limits    *limiter
 	limitsCfg Limits
+	// streams ends with the server's shutdown (ConfigureServer).
+	streams      context.Context
+	closeStreams context.CancelFunc
 }
 
 // New validates cfg and builds the handler.
@@ -127,6 +131,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	lim := cfg.Limits.withDefaults()
 	s := &Server{cfg: cfg, tokens: toks, limits: newLimiter(lim), limitsCfg: lim, mux: http.NewServeMux()}
+	s.streams, s.closeStreams = context.WithCancel(context.Background())
 	s.reqs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jetplane_api_requests_total", Help: "API requests by route and status code.",
 	}, []string{"route", "code"})
@@ -180,6 +185,9 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.code = code
 	w.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.ResponseController reach the connection (deadlines).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (w *statusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
@@ -300,7 +308,7 @@ func writeJSON(w http.ResponseWriter, v any) error {
 func (s *Server) apply(w http.ResponseWriter, r *http.Request, actor string) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
-		return err
+		return bodyError(err)
 	}
 	source := r.URL.Query().Get("source")
 	if source == "" {
@@ -313,6 +321,15 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, actor string) err
 	if len(objs) == 0 {
 		return httpError(http.StatusBadRequest, "no objects in the request body; send one or more manifests (YAML or JSON)")
 	}
+	// An apply is one atomic batch or nothing: a larger one would be
+	// written in several, and half of it could land.
+	if len(objs) > events.MaxBatch {
+		return httpError(http.StatusRequestEntityTooLarge, fmt.Sprintf("%d objects in one apply, at most %d (one atomic write); split them into several applies", len(objs), events.MaxBatch))
+	}
+	idem, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
 	if err := authorizeObjects(r.Context(), objs); err != nil {
 		return err
 	}
@@ -323,7 +340,7 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, actor string) err
 	if r.URL.Query().Get("dryRun") == "true" {
 		outcomes, err = s.cfg.Gate.DryRun(r.Context(), actor, objs)
 	} else {
-		outcomes, err = s.cfg.Gate.Apply(r.Context(), actor, objs, r.Header.Get("Idempotency-Key"))
+		outcomes, err = s.cfg.Gate.Apply(r.Context(), actor, objs, idem)
 	}
 	if err != nil {
 		return err
@@ -344,6 +361,16 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, actor string) err
 		}
 	}
 	return writeJSON(w, resp)
+}
+
+// bodyError is a failure to read a request's body: a client too slow for
+// the read timeout is answered 408, not logged as the server's failure.
+func bodyError(err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return httpError(http.StatusRequestTimeout, "the request body did not arrive within the server's read timeout")
+	}
+	return err
 }
 
 // preferMinimal reports whether Prefer headers ask for return=minimal.
@@ -461,7 +488,11 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, actor string) er
 	if cascade := r.URL.Query().Get("cascade"); k.Kind == "Namespace" && k.Namespace == "" && cascade != "orphan" {
 		return s.deleteNamespace(w, r, actor, k)
 	}
-	out, err := s.cfg.Gate.Delete(r.Context(), actor, k, r.Header.Get("Idempotency-Key"))
+	idem, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	out, err := s.cfg.Gate.Delete(r.Context(), actor, k, idem)
 	purge := r.URL.Query().Get(purgeParam) == "true"
 	if purge && (err == nil || errors.Is(err, gate.ErrNotFound)) {
 		// A secret deleted long ago may still need forgetting.
@@ -580,6 +611,8 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, _ string) error {
 		return err
 	}
 	defer stop()
+	ctx, release := s.stream(w, r)
+	defer release()
 	flusher, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -601,7 +634,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, _ string) error {
 	defer keepalive.Stop()
 	for {
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return nil
 		case <-keepalive.C:
 			if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil {

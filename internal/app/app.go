@@ -452,7 +452,8 @@ func (a *App) Run(ctx context.Context) error {
 		bridgeDone <- nil
 	}
 
-	httpSrv := &http.Server{Handler: a.api, ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: a.api}
+	a.api.ConfigureServer(httpSrv)
 	httpDone := make(chan error, 1)
 	go func() {
 		if a.cfg.TLSCertFile != "" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"runtime"
@@ -321,4 +322,120 @@ func flush(n *events.NodeConn) error {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	return n.Flush(ctx)
+}
+
+// Shutting down ends open watches at once instead of waiting for their
+// clients to leave.
+func TestShutdownEndsOpenWatches(t *testing.T) {
+	a, stop := run(t, app.Config{Principals: principals()})
+	t.Cleanup(stop)
+	req, _ := http.NewRequest(http.MethodGet, a.URL()+"/v1/watch", nil)
+	req.Header.Set("Authorization", "Bearer reader-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("watch: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	start := time.Now()
+	stop()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("shutdown with an open watch took %s, want under 2 s", d.Round(time.Millisecond))
+	}
+}
+
+// A client that sends its body too slowly, or keeps a connection idle,
+// is cut off; a watch outlives both timeouts.
+func TestAPIReadAndIdleTimeouts(t *testing.T) {
+	lim := api.Limits{ReadTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}
+	a := start(t, app.Config{Principals: principals(), APILimits: lim})
+	addr := strings.TrimPrefix(a.URL(), "http://")
+	closed := func(name string, conn net.Conn) {
+		t.Helper()
+		conn.SetReadDeadline(time.Now().Add(wait))
+		if _, err := io.Copy(io.Discard, conn); err != nil {
+			t.Fatalf("%s: the server did not close the connection: %v", name, err)
+		}
+	}
+	slow, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	fmt.Fprintf(slow, "POST /v1/apply HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer admin-token\r\nContent-Length: 1000\r\n\r\napiVersion: v1\n")
+	closed("a slow body", slow)
+
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	fmt.Fprintf(idle, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	closed("an idle connection", idle)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.URL()+"/v1/watch", nil)
+	req.Header.Set("Authorization", "Bearer reader-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("watch: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	got := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, resp.Body)
+		got <- err
+	}()
+	seed(t, &api.Client{BaseURL: a.URL(), Token: "admin-token"})
+	select {
+	case err := <-got:
+		t.Fatalf("the watch ended within three read timeouts: %v", err)
+	case <-time.After(3 * lim.ReadTimeout):
+	}
+}
+
+// A bad Idempotency-Key is the client's error, named with its limit; no
+// NATS internals leak, nothing is written.
+func TestBadIdempotencyKeyIs400(t *testing.T) {
+	a := start(t, app.Config{Principals: principals()})
+	seed(t, &api.Client{BaseURL: a.URL(), Token: "admin-token"})
+	before := fingerprintOf(t, a)
+	for _, key := range []string{strings.Repeat("k", 64<<10), "has space", "semi;colon", "ünïcode"} {
+		req, _ := http.NewRequest(http.MethodPost, a.URL()+"/v1/apply", strings.NewReader("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: idem, namespace: shop}\n"))
+		req.Header.Set("Authorization", "Bearer admin-token")
+		req.Header["Idempotency-Key"] = []string{key}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "Idempotency-Key") || !strings.Contains(string(body), "128") || strings.Contains(strings.ToLower(string(body)), "nats") {
+			t.Fatalf("key of %d bytes: %d %.200s", len(key), resp.StatusCode, body)
+		}
+	}
+	unchanged(t, a, before)
+}
+
+// An apply larger than one atomic write is refused whole, with the limit.
+func TestApplyOverOneAtomicWriteIsRefusedWhole(t *testing.T) {
+	a := start(t, app.Config{Principals: principals()})
+	seed(t, &api.Client{BaseURL: a.URL(), Token: "admin-token"})
+	before := fingerprintOf(t, a)
+	var b strings.Builder
+	for i := range events.MaxBatch + 1 {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d, namespace: shop}\n", i)
+	}
+	req, _ := http.NewRequest(http.MethodPost, a.URL()+"/v1/apply", strings.NewReader(b.String()))
+	req.Header.Set("Authorization", "Bearer admin-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "at most 1000") {
+		t.Fatalf("apply of %d objects: %d %.300s", events.MaxBatch+1, resp.StatusCode, body)
+	}
+	unchanged(t, a, before)
 }
