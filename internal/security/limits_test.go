@@ -439,3 +439,26 @@ func TestApplyOverOneAtomicWriteIsRefusedWhole(t *testing.T) {
 	}
 	unchanged(t, a, before)
 }
+
+// The state at a time after the newest event is the latest state, with
+// its real resourceVersion.
+func TestStateAtALaterTimeIsTheLatest(t *testing.T) {
+	dir := t.TempDir()
+	a, stop := run(t, app.Config{Principals: principals(), DataDir: dir})
+	seed(t, &api.Client{BaseURL: a.URL(), Token: "admin-token"})
+	stop()
+	// After a restart too: the log's blocks are read back from disk.
+	a = start(t, app.Config{Principals: principals(), DataDir: dir})
+	before := fingerprintOf(t, a)
+	for _, at := range []string{time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano), time.Now().Add(time.Hour).UTC().Format(time.RFC3339)} {
+		resp, body := get(t, a, "reader-token", "/v1/state?at="+url.QueryEscape(at))
+		var l api.ListResponse
+		if err := json.Unmarshal(body, &l); resp.StatusCode != 200 || err != nil {
+			t.Fatalf("state at %s: %d %s", at, resp.StatusCode, body)
+		}
+		if l.ResourceVersion != before.LastSeq || len(l.Items) != 2 {
+			t.Fatalf("state at %s: resourceVersion %d, %d items; want %d and 2", at, l.ResourceVersion, len(l.Items), before.LastSeq)
+		}
+	}
+	unchanged(t, a, before)
+}
