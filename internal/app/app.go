@@ -440,6 +440,16 @@ func (a *App) Run(ctx context.Context) error {
 	rtDone := make(chan error, 1)
 	go func() { rtDone <- a.runtime.Start(rctx) }()
 	podsDone := a.runPods(rctx)
+	if a.srv != nil {
+		// Outside credentials' consumers stay within their limit
+		// (decision 0040).
+		go func() {
+			err := auth.Guard(rctx, auth.GuardConfig{Store: a.srv.Creds(), Conn: a.nc, Logger: a.cfg.Logger})
+			if err != nil && rctx.Err() == nil {
+				a.cfg.Logger.Error("consumer guard stopped", "err", err)
+			}
+		}()
+	}
 
 	bctx, stopBridge := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBridge()
