@@ -137,12 +137,12 @@ func (s *Server) describe(w http.ResponseWriter, r *http.Request, _ string) erro
 	for _, dk := range s.cfg.Store.Dependents(k) {
 		resp.Dependents = append(resp.Dependents, wireKey(dk))
 	}
-	evs, err := s.cfg.Log.History(r.Context(), k.Proto())
+	const lastEvents = 10
+	evs, err := s.cfg.Log.LastEvents(r.Context(), k.Proto(), lastEvents)
 	if err != nil {
 		return err
 	}
-	const lastEvents = 10
-	for _, ev := range evs[max(0, len(evs)-lastEvents):] {
+	for _, ev := range evs {
 		resp.Events = append(resp.Events, rawEvent(s.showEvent(r, ev)))
 	}
 	return writeJSON(w, resp)

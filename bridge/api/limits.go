@@ -28,6 +28,9 @@ type Limits struct {
 	// gives no limit (default 1000), MaxPageSize the largest limit a
 	// request may ask (default 10000).
 	PageSize, MaxPageSize int
+	// PageBytes ends a history page early once its events hold this many
+	// bytes encoded (default 4 MiB; at least one event per page).
+	PageBytes int
 	// ReadHeaderTimeout, ReadTimeout and IdleTimeout bound how long a
 	// client may take to send a request's headers (default 10 s), its
 	// whole request (default 5 min: an image push is large), and how long
@@ -52,6 +55,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxPageSize == 0 {
 		l.MaxPageSize = 10000
+	}
+	if l.PageBytes == 0 {
+		l.PageBytes = 4 << 20
 	}
 	if l.ReadHeaderTimeout == 0 {
 		l.ReadHeaderTimeout = 10 * time.Second

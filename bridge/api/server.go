@@ -33,7 +33,10 @@ const MaxBodyBytes = 64 << 20
 // Log is what the API reads from the log directly.
 type Log interface {
 	projections.Log
-	History(ctx context.Context, key *schemas.ObjectKey) ([]*schemas.Event, error)
+	// HistoryPage and LastEvents read one key's events, bounded in
+	// memory (events.Log).
+	HistoryPage(ctx context.Context, key *schemas.ObjectKey, after uint64, limit, maxBytes int) ([]*schemas.Event, bool, error)
+	LastEvents(ctx context.Context, key *schemas.ObjectKey, n int) ([]*schemas.Event, error)
 	SequenceAt(ctx context.Context, t time.Time) (uint64, error)
 }
 
@@ -514,18 +517,32 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, _ string) error
 	if err != nil {
 		return err
 	}
-	evs, err := s.cfg.Log.History(r.Context(), k.Proto())
+	limit, err := s.pageLimit(r)
 	if err != nil {
 		return err
 	}
-	if len(evs) == 0 {
+	var after uint64
+	if tok := r.URL.Query().Get("continue"); tok != "" {
+		c, err := decodeCursor(tok)
+		if err != nil {
+			return err
+		}
+		after = c.Seq
+	}
+	// A page ends at limit events or PageBytes of them, whichever comes
+	// first: only the page is read, so a history of large objects costs
+	// a page's memory, not the history's.
+	evs, more, err := s.cfg.Log.HistoryPage(r.Context(), k.Proto(), after, limit, s.limitsCfg.PageBytes)
+	if err != nil {
+		return err
+	}
+	if len(evs) == 0 && after == 0 {
 		return httpError(http.StatusNotFound, fmt.Sprintf("%s has no history", k))
 	}
-	evs, next, err := s.pageEvents(r, evs)
-	if err != nil {
-		return err
+	resp := HistoryResponse{Events: make([]json.RawMessage, len(evs))}
+	if more && len(evs) > 0 {
+		resp.Continue = encodeCursor(cursor{Seq: evs[len(evs)-1].GetSequence()})
 	}
-	resp := HistoryResponse{Events: make([]json.RawMessage, len(evs)), Continue: next}
 	for i, ev := range evs {
 		resp.Events[i] = rawEvent(s.showEvent(r, ev))
 	}

@@ -462,3 +462,56 @@ func TestStateAtALaterTimeIsTheLatest(t *testing.T) {
 	}
 	unchanged(t, a, before)
 }
+
+// Eight histories at once of an object with 60 revisions of about 1 MiB
+// each all answer, and the instance keeps its membership lease meanwhile:
+// pages are bounded in bytes and the lease has a connection of its own.
+func TestConcurrentHistoriesOfLargeObjects(t *testing.T) {
+	a := start(t, app.Config{Principals: principals()})
+	c := &api.Client{BaseURL: a.URL(), Token: "admin-token"}
+	seed(t, c)
+	ctx := context.Background()
+	big := strings.Repeat("x", 900<<10)
+	const revisions = 60
+	for i := range revisions {
+		doc := fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: big, namespace: shop}\ndata: {v: '%d%s'}\n", i, big)
+		if _, err := c.Apply(ctx, "big.yaml", []byte(doc), ""); err != nil {
+			t.Fatalf("revision %d: %v", i, err)
+		}
+	}
+	before := fingerprintOf(t, a)
+	pollUntil(t, "the lease held", func() bool { _, lost := a.Lease(); return lost != nil })
+	until, lost := a.Lease()
+	parts := a.Partitions()
+	start := time.Now()
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			hctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
+			h, err := c.History(hctx, api.Key{Kind: "ConfigMap", Namespace: "shop", Name: "big"})
+			if err == nil && len(h.Events) < revisions {
+				err = fmt.Errorf("%d events, want %d", len(h.Events), revisions)
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatalf("history: %v", err)
+		}
+	}
+	t.Logf("eight histories of %d revisions took %s", revisions, time.Since(start).Round(time.Millisecond))
+	select {
+	case <-lost:
+		t.Fatal("the instance lost its membership lease during the reads")
+	default:
+	}
+	if now, _ := a.Lease(); !now.After(until) {
+		t.Fatalf("the lease was not renewed during the reads: until %s, was %s", now, until)
+	}
+	if got := a.Partitions(); len(got) != len(parts) {
+		t.Fatalf("partitions %v, were %v", got, parts)
+	}
+	unchanged(t, a, before)
+}
