@@ -99,12 +99,12 @@ type Config struct {
 
 // App is a running jetplane process.
 type App struct {
-	cfg       Config
-	srv       *embedded.Server
+	cfg Config
+	srv *embedded.Server
 	// memberNC carries membership heartbeats and the lease alone;
 	// members is the membership joined through it.
-	memberNC *nats.Conn
-	members  atomic.Pointer[events.Members]
+	memberNC  *nats.Conn
+	members   atomic.Pointer[events.Members]
 	nc        *nats.Conn
 	log       *events.Log
 	store     *projections.Store
