@@ -99,12 +99,8 @@ type Config struct {
 
 // App is a running jetplane process.
 type App struct {
-	cfg Config
-	srv *embedded.Server
-	// memberNC carries membership heartbeats and the lease alone;
-	// members is the membership joined through it.
-	memberNC  *nats.Conn
-	members   atomic.Pointer[events.Members]
+	cfg       Config
+	srv       *embedded.Server
 	nc        *nats.Conn
 	log       *events.Log
 	store     *projections.Store
@@ -116,6 +112,10 @@ type App struct {
 	listener  net.Listener
 	seal      *seal.Sealer // nil without a key file (secrets.go)
 	pods      *pods
+	// memberNC carries membership heartbeats and the lease alone;
+	// members is the membership joined through it.
+	memberNC *nats.Conn
+	members  atomic.Pointer[events.Members]
 }
 
 // New starts the log and builds every part; Run starts them.
