@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -104,6 +105,11 @@ type Server struct {
 	tokens    *tokens
 	limits    *limiter
 	limitsCfg Limits
+	// stateSt is the state last rebuilt for GET /v1/state, at stateSeq;
+	// stateMu also lets one rebuild run at a time.
+	stateMu  sync.Mutex
+	stateSt  *projections.Store
+	stateSeq uint64
 	// streams ends with the server's shutdown (ConfigureServer).
 	streams      context.Context
 	closeStreams context.CancelFunc
@@ -549,7 +555,10 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, _ string) error
 	return writeJSON(w, resp)
 }
 
-// state answers the state as of ?at=SEQ or ?at=RFC3339-time.
+// state answers the state as of ?at=SEQ or ?at=RFC3339-time, in pages
+// like a list (?limit=, ?continue=). A continue token carries the
+// sequence, so every page is of the same state; the state rebuilt for one
+// page is kept for the next.
 func (s *Server) state(w http.ResponseWriter, r *http.Request, _ string) error {
 	at := r.URL.Query().Get("at")
 	q, err := queryParam(r)
@@ -557,7 +566,13 @@ func (s *Server) state(w http.ResponseWriter, r *http.Request, _ string) error {
 		return err
 	}
 	var seq uint64
-	if n, err := strconv.ParseUint(at, 10, 64); err == nil {
+	if tok := r.URL.Query().Get("continue"); tok != "" {
+		c, err := decodeCursor(tok)
+		if err != nil {
+			return err
+		}
+		seq = c.Seq
+	} else if n, err := strconv.ParseUint(at, 10, 64); err == nil {
 		seq = n
 	} else if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
 		if seq, err = s.cfg.Log.SequenceAt(r.Context(), t); err != nil {
@@ -570,16 +585,48 @@ func (s *Server) state(w http.ResponseWriter, r *http.Request, _ string) error {
 	if seq > head {
 		return httpError(http.StatusBadRequest, fmt.Sprintf("at: sequence %d is past the newest event (%d)", seq, head))
 	}
-	st, err := projections.StateAt(r.Context(), s.cfg.Log, s.cfg.Blobs, seq)
-	if err != nil {
-		return err
-	}
 	fs, err := fieldParam(r)
 	if err != nil {
 		return err
 	}
-	objs, _ := st.List(q)
-	return writeJSON(w, listResponse(s.showAll(r, fs.filter(objs)), seq))
+	st, err := s.stateAt(r.Context(), seq)
+	if err != nil {
+		return err
+	}
+	keys, _ := st.Keys(q)
+	page, next, err := s.pageKeys(r, keys)
+	if err != nil {
+		return err
+	}
+	objs := make([]*schemas.Object, 0, len(page))
+	for _, k := range page {
+		if o := st.Get(k); o != nil {
+			objs = append(objs, o)
+		}
+	}
+	resp := listResponse(s.showAll(r, fs.filter(objs)), seq)
+	if next != "" {
+		c, _ := decodeCursor(next)
+		c.Seq = seq
+		resp.Continue = encodeCursor(c)
+	}
+	return writeJSON(w, resp)
+}
+
+// stateAt rebuilds the state at seq, or returns the one rebuilt last when
+// it is of the same sequence (the pages of one state).
+func (s *Server) stateAt(ctx context.Context, seq uint64) (*projections.Store, error) {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	if s.stateSt != nil && s.stateSeq == seq {
+		return s.stateSt, nil
+	}
+	st, err := projections.StateAt(ctx, s.cfg.Log, s.cfg.Blobs, seq)
+	if err != nil {
+		return nil, err
+	}
+	s.stateSt, s.stateSeq = st, seq
+	return st, nil
 }
 
 // clusters lists the watched Kubernetes clusters. It answers while the

@@ -515,3 +515,56 @@ func TestConcurrentHistoriesOfLargeObjects(t *testing.T) {
 	}
 	unchanged(t, a, before)
 }
+
+// The state at a past point comes in pages, every page of the same state.
+func TestStateIsPaged(t *testing.T) {
+	a := start(t, app.Config{Principals: principals()})
+	c := &api.Client{BaseURL: a.URL(), Token: "admin-token"}
+	var docs []string
+	for i := range 5 {
+		docs = append(docs, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%d, namespace: shop}\ndata: {v: '1'}\n", i))
+	}
+	if _, err := c.Apply(context.Background(), "x.yaml", []byte(strings.Join(docs, "---\n")), ""); err != nil {
+		t.Fatal(err)
+	}
+	at := fingerprintOf(t, a).LastSeq
+	// A change after the point does not show in later pages.
+	if _, err := c.Apply(context.Background(), "x.yaml", []byte(strings.Replace(docs[4], "'1'", "'2'", 1)), ""); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	pages := 0
+	path := fmt.Sprintf("/v1/state?at=%d&limit=2", at)
+	for {
+		resp, body := get(t, a, "reader-token", path)
+		var page api.ListResponse
+		if err := json.Unmarshal(body, &page); resp.StatusCode != 200 || err != nil {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, body)
+		}
+		if pages++; len(page.Items) > 2 || page.ResourceVersion != at {
+			t.Fatalf("page of %d items at %d, want at most 2 at %d", len(page.Items), page.ResourceVersion, at)
+		}
+		for _, raw := range page.Items {
+			o, err := api.DecodeObject(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := "1"
+			if strings.Contains(string(raw), `"v":"2"`) {
+				v = "2"
+			}
+			names = append(names, o.GetMetadata().GetName()+"="+v)
+		}
+		if page.Continue == "" {
+			break
+		}
+		path = fmt.Sprintf("/v1/state?at=%d&limit=2&continue=%s", at, url.QueryEscape(page.Continue))
+	}
+	if want := "cm-0=1,cm-1=1,cm-2=1,cm-3=1,cm-4=1"; pages != 3 || strings.Join(names, ",") != want {
+		t.Fatalf("%d pages of %q, want 3 pages of %s", pages, names, want)
+	}
+	all, err := c.StateAt(context.Background(), strconv.FormatUint(at, 10), api.Query{})
+	if err != nil || len(all.Items) != 5 {
+		t.Fatalf("client state: %d items, %v", len(all.Items), err)
+	}
+}
