@@ -568,3 +568,40 @@ func TestStateIsPaged(t *testing.T) {
 		t.Fatalf("client state: %d items, %v", len(all.Items), err)
 	}
 }
+
+// A followed log is held open like a watch and counts against the same
+// per-token limit.
+func TestFollowedLogsCountAsWatches(t *testing.T) {
+	a := start(t, app.Config{Principals: principals(), APILimits: api.Limits{Watches: 1}})
+	logsPod(t, a, "good")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.URL()+"/v1/logs?namespace=other&pod=victim&follow=true", nil)
+	req.Header.Set("Authorization", "Bearer reader-token")
+	first, err := http.DefaultClient.Do(req)
+	if err != nil || first.StatusCode != 200 {
+		t.Fatalf("follow: %v %v", first, err)
+	}
+	defer first.Body.Close()
+	for _, path := range []string{"/v1/watch", "/v1/logs?namespace=other&pod=victim&follow=true"} {
+		if code := statusOf(t, a, "reader-token", path); code != http.StatusTooManyRequests {
+			t.Fatalf("%s beside a followed log: %d, want 429", path, code)
+		}
+	}
+}
+
+// statusOf is the status code of a GET, without reading the body (a
+// stream's never ends).
+func statusOf(t *testing.T, a *app.App, token, path string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.URL()+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
