@@ -122,4 +122,5 @@ func TestSubscriberConsumerExhaustion(t *testing.T) {
 	c.BaseURL = a.URL()
 	check("after a restart")
 	unchanged(t, a, before)
+	serving(t, a)
 }

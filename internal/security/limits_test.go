@@ -277,6 +277,7 @@ func TestNodeCannotForgeAnotherNodesPodLogs(t *testing.T) {
 		}
 	}
 	unchanged(t, a, before)
+	serving(t, a)
 }
 
 // `logs --tail 100` of a container with 10,000 stored chunks reads from
@@ -316,6 +317,7 @@ func TestLogsTailReadsFromTheEnd(t *testing.T) {
 		t.Fatalf("tail 100 allocated %d MiB, want under 10", used>>20)
 	}
 	unchanged(t, a, before)
+	serving(t, a)
 }
 
 func flush(n *events.NodeConn) error {
@@ -415,6 +417,7 @@ func TestBadIdempotencyKeyIs400(t *testing.T) {
 		}
 	}
 	unchanged(t, a, before)
+	serving(t, a)
 }
 
 // An apply larger than one atomic write is refused whole, with the limit.
@@ -438,6 +441,7 @@ func TestApplyOverOneAtomicWriteIsRefusedWhole(t *testing.T) {
 		t.Fatalf("apply of %d objects: %d %.300s", events.MaxBatch+1, resp.StatusCode, body)
 	}
 	unchanged(t, a, before)
+	serving(t, a)
 }
 
 // The state at a time after the newest event is the latest state, with
@@ -461,6 +465,7 @@ func TestStateAtALaterTimeIsTheLatest(t *testing.T) {
 		}
 	}
 	unchanged(t, a, before)
+	serving(t, a)
 }
 
 // Eight histories at once of an object with 60 revisions of about 1 MiB
@@ -514,6 +519,7 @@ func TestConcurrentHistoriesOfLargeObjects(t *testing.T) {
 		t.Fatalf("partitions %v, were %v", got, parts)
 	}
 	unchanged(t, a, before)
+	serving(t, a)
 }
 
 // The state at a past point comes in pages, every page of the same state.
@@ -604,4 +610,14 @@ func statusOf(t *testing.T, a *app.App, token, path string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// serving fails the test unless the API still answers reads.
+func serving(t *testing.T, a *app.App) {
+	t.Helper()
+	for _, path := range []string{"/readyz", "/v1/objects?namespace=shop"} {
+		if resp, body := get(t, a, "reader-token", path); resp.StatusCode != 200 {
+			t.Fatalf("after the attack, %s: %d %.200s", path, resp.StatusCode, body)
+		}
+	}
 }
