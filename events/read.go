@@ -310,6 +310,16 @@ func (l *Log) KeyVersion(ctx context.Context, k *schemas.ObjectKey) (uint64, err
 // SequenceAt is the sequence of the last event stored at or before t (0 if
 // none was).
 func (l *Log) SequenceAt(ctx context.Context, t time.Time) (uint64, error) {
+	// At or after the newest event: the newest. Asked of the server, a
+	// time past the year 2262 overflows its nanoseconds and reads as
+	// before the first event.
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("find sequence at %s: %w", t.Format(time.RFC3339Nano), err)
+	}
+	if !t.Before(info.State.LastTime) {
+		return info.State.LastSeq, nil
+	}
 	cons, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartTimePolicy,
 		// The server's start time is inclusive; everything stored at t

@@ -454,7 +454,7 @@ func TestStateAtALaterTimeIsTheLatest(t *testing.T) {
 	// After a restart too: the log's blocks are read back from disk.
 	a = start(t, app.Config{Principals: principals(), DataDir: dir})
 	before := fingerprintOf(t, a)
-	for _, at := range []string{time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano), time.Now().Add(time.Hour).UTC().Format(time.RFC3339)} {
+	for _, at := range []string{time.Now().Add(time.Second).UTC().Format(time.RFC3339Nano), time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "2300-01-01T00:00:00Z", "9999-12-31T23:59:59Z"} {
 		resp, body := get(t, a, "reader-token", "/v1/state?at="+url.QueryEscape(at))
 		var l api.ListResponse
 		if err := json.Unmarshal(body, &l); resp.StatusCode != 200 || err != nil {
