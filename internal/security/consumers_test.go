@@ -95,6 +95,9 @@ func TestSubscriberConsumerExhaustion(t *testing.T) {
 		if _, err := c.StateAt(ctx, "1", api.Query{}); err != nil {
 			t.Fatalf("%s: state at 1: %v", when, err)
 		}
+		if d, err := c.Describe(ctx, api.Key{Kind: "ConfigMap", Namespace: "shop", Name: "web"}); err != nil || len(d.Events) == 0 {
+			t.Fatalf("%s: describe: %v", when, err)
+		}
 	}
 	check("after the flood")
 	if _, err := ojs.CreateConsumer(ctx, events.StreamName, jetstream.ConsumerConfig{Durable: "audit-second", AckPolicy: jetstream.AckNonePolicy}); err != nil {
