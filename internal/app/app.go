@@ -492,9 +492,15 @@ func (a *App) Run(ctx context.Context) error {
 		// Outside credentials' consumers stay within their limit
 		// (decision 0040).
 		go func() {
-			err := auth.Guard(rctx, auth.GuardConfig{Store: a.srv.Creds(), Conn: a.nc, Logger: a.cfg.Logger})
-			if err != nil && rctx.Err() == nil {
-				a.cfg.Logger.Error("consumer guard stopped", "err", err)
+			for {
+				err := auth.Guard(rctx, auth.GuardConfig{Store: a.srv.Creds(), Conn: a.nc, Logger: a.cfg.Logger})
+				if rctx.Err() != nil {
+					return
+				}
+				a.cfg.Logger.Error("consumer guard stopped; starting it again in 5 s", "err", err)
+				if !retry.Sleep(rctx, 5*time.Second) {
+					return
+				}
 			}
 		}()
 	}
