@@ -210,8 +210,17 @@ func (a *App) NodeStore() *events.NodeStore { return a.pods.nodes }
 func (p *pods) Images() *events.Images { return p.nodes.Images() }
 
 // ReadLogs reads pods' logs (api.Pods): those the pod's bound node wrote.
+// A follow of a pod not bound yet waits until it is.
 func (p *pods) ReadLogs(ctx context.Context, q events.LogQuery, fn func(events.LogLine) error) error {
 	q.Node = p.boundNode(q.Namespace, q.Pod)
+	for q.Follow && q.Node == "" {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+		q.Node = p.boundNode(q.Namespace, q.Pod)
+	}
 	return p.nodes.ReadLogs(ctx, q, fn)
 }
 
