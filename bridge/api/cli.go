@@ -185,12 +185,12 @@ func (s *Server) describe(w http.ResponseWriter, r *http.Request, _ string) erro
 			resp.Dependents = append(resp.Dependents, wireKey(dk))
 		}
 	}
-	evs, err := s.cfg.Log.History(r.Context(), k.Proto())
+	const lastEvents = 10
+	evs, err := s.cfg.Log.LastEvents(r.Context(), k.Proto(), lastEvents)
 	if err != nil {
 		return err
 	}
-	const lastEvents = 10
-	for _, ev := range evs[max(0, len(evs)-lastEvents):] {
+	for _, ev := range evs {
 		resp.Events = append(resp.Events, rawEvent(s.showEvent(r, ev)))
 	}
 	return writeJSON(w, resp)
@@ -305,7 +305,10 @@ func (s *Server) deleteNamespace(w http.ResponseWriter, r *http.Request, _ strin
 		return httpError(http.StatusNotFound, fmt.Sprintf("%s not found", ns))
 	}
 	objs, _ := s.cfg.Store.List(projections.Query{Namespace: ns.Name})
-	idem := r.Header.Get("Idempotency-Key")
+	idem, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
 	var resp ApplyResponse
 	for _, k := range reverseDependencyOrder(objs) {
 		out, err := s.cfg.Gate.Delete(r.Context(), actor, k, idem)

@@ -250,7 +250,23 @@ func (c *Client) StateAt(ctx context.Context, at string, q Query) (*ListResponse
 	v := q.values()
 	v.Set("at", at)
 	var out ListResponse
-	return &out, c.do(ctx, http.MethodGet, "/v1/state", v, nil, nil, &out)
+	for first := true; ; first = false {
+		var page ListResponse
+		if err := c.do(ctx, http.MethodGet, "/v1/state", v, nil, nil, &page); err != nil {
+			return &out, err
+		}
+		if first {
+			out.ResourceVersion = page.ResourceVersion
+		}
+		out.Items = append(out.Items, page.Items...)
+		if page.Continue == "" {
+			if out.Items == nil {
+				out.Items = []json.RawMessage{}
+			}
+			return &out, nil
+		}
+		v.Set("continue", page.Continue)
+	}
 }
 
 // Clusters lists the Kubernetes clusters the server's bridge watches.

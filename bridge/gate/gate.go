@@ -67,6 +67,9 @@ var (
 	ErrInvalid = errors.New("invalid")
 	// ErrNotFound means the object does not exist.
 	ErrNotFound = errors.New("not found")
+	// ErrTooLarge means a write holds more objects than one atomic write
+	// can (HTTP 413): refused whole, nothing written.
+	ErrTooLarge = errors.New("too many objects for one atomic write")
 	// ErrIdempotencyMismatch means an idempotency key was used before for
 	// a request with another body (HTTP 422).
 	ErrIdempotencyMismatch = errors.New("idempotency key reused with a different request")
@@ -153,8 +156,8 @@ const maxAttempts = 5
 
 // Apply records objs as desired state on behalf of p. The whole request
 // is validated, authorized (Authorize) and its Secrets sealed before
-// anything is written; a request of at most events.MaxBatch changed
-// objects is written atomically (larger ones in atomic chunks, in order).
+// anything is written; a request is written atomically, and one of more
+// than events.MaxBatch objects is refused whole (ErrTooLarge).
 // idempotencyKey, when not empty, makes a retried request store nothing
 // twice.
 func (g *Gate) Apply(ctx context.Context, p Principal, objs []*schemas.Object, idempotencyKey string) ([]Outcome, error) {
@@ -209,6 +212,11 @@ func (g *Gate) DryRun(ctx context.Context, p Principal, objs []*schemas.Object) 
 // objects' keys and the objects as they are to be stored (the callers'
 // objects are not modified).
 func (g *Gate) prepare(ctx context.Context, p Principal, objs []*schemas.Object) ([]projections.Key, []*schemas.Object, error) {
+	// An apply is one atomic batch or nothing, whoever writes it: a larger
+	// one would be written in several, and half of it could land.
+	if len(objs) > events.MaxBatch {
+		return nil, nil, fmt.Errorf("%w: %d objects, at most %d; split them into several applies", ErrTooLarge, len(objs), events.MaxBatch)
+	}
 	if g.cfg.Admit != nil {
 		admitted, err := g.cfg.Admit(objs)
 		if err != nil {

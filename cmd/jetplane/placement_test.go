@@ -180,5 +180,8 @@ func (s storeOnly) Images() *events.Images { return s.nodes.Images() }
 func (s storeOnly) ReadLogs(ctx context.Context, q events.LogQuery, fn func(events.LogLine) error) error {
 	return s.nodes.ReadLogs(ctx, q, fn)
 }
+func (s storeOnly) NewestLog(ctx context.Context, q events.LogQuery) ([]events.LogLine, error) {
+	return s.nodes.NewestLog(ctx, q)
+}
 func (storeOnly) ImageInUse(string, string) []string { return nil }
 func (storeOnly) MaxImageBytes() int64               { return events.DefaultMaxImageBytes }

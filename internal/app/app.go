@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -116,6 +117,10 @@ type App struct {
 	listener  net.Listener
 	seal      *seal.Sealer // nil without a key file (secrets.go)
 	pods      *pods
+	// memberNC carries membership heartbeats and the lease alone;
+	// members is the membership joined through it.
+	memberNC *nats.Conn
+	members  atomic.Pointer[events.Members]
 }
 
 // New starts the log and builds every part; Run starts them.
@@ -219,8 +224,12 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	recs = append(recs, subs)
+	join, err := a.memberJoin(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if a.runtime, err = reconcilers.New(reconcilers.Config{
-		Log: a.log, State: a.store, Reconcilers: recs, Instance: cfg.Instance,
+		Log: a.log, State: a.store, Reconcilers: recs, Instance: cfg.Instance, Join: join,
 		Queue: cfg.Queue, Logger: cfg.Logger, Metrics: reconcilers.NewMetrics(reg), GroupCommit: cfg.SyncAlways,
 	}); err != nil {
 		return nil, err
@@ -302,6 +311,45 @@ func openLog(ctx context.Context, nc *nats.Conn, cfg events.Config, logger *slog
 		return err
 	})
 	return l, blobs, err
+}
+
+// memberJoin joins the instances through a connection of its own, so that
+// heartbeats and the lease never wait behind API reads (decision 0041).
+func (a *App) memberJoin(ctx context.Context) (reconcilers.JoinFunc, error) {
+	var err error
+	if a.srv != nil {
+		a.memberNC, err = a.srv.Connect("jetplane-members")
+	} else {
+		o := a.cfg.NATS
+		o.Name += "-members"
+		a.memberNC, err = events.Connect(o)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("members connection: %w", err)
+	}
+	ml, err := a.log.OnConn(ctx, a.memberNC)
+	if err != nil {
+		return nil, fmt.Errorf("members connection: %w", err)
+	}
+	return func(ctx context.Context, instance string, opts events.MemberOptions) (reconcilers.Members, error) {
+		m, err := ml.Join(ctx, instance, opts)
+		if err != nil {
+			return nil, err
+		}
+		a.members.Store(m)
+		return m, nil
+	}, nil
+}
+
+// Lease is this instance's membership lease: until when it holds its
+// partitions, and a channel closed once it lost them (events.Members).
+// lost is nil before the instance joined.
+func (a *App) Lease() (until time.Time, lost <-chan struct{}) {
+	m := a.members.Load()
+	if m == nil {
+		return time.Time{}, nil
+	}
+	return m.Lease()
 }
 
 func (a *App) ready() error {
@@ -451,6 +499,22 @@ func (a *App) Run(ctx context.Context) error {
 	rtDone := make(chan error, 1)
 	go func() { rtDone <- a.runtime.Start(rctx) }()
 	podsDone := a.runPods(rctx)
+	if a.srv != nil {
+		// Outside credentials' consumers stay within their limit
+		// (decision 0040).
+		go func() {
+			for {
+				err := auth.Guard(rctx, auth.GuardConfig{Store: a.srv.Creds(), Conn: a.nc, Logger: a.cfg.Logger})
+				if rctx.Err() != nil {
+					return
+				}
+				a.cfg.Logger.Error("consumer guard stopped; starting it again in 5 s", "err", err)
+				if !retry.Sleep(rctx, 5*time.Second) {
+					return
+				}
+			}
+		}()
+	}
 
 	bctx, stopBridge := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBridge()
@@ -463,7 +527,8 @@ func (a *App) Run(ctx context.Context) error {
 		bridgeDone <- nil
 	}
 
-	httpSrv := &http.Server{Handler: a.api, ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: a.api}
+	a.api.ConfigureServer(httpSrv)
 	httpDone := make(chan error, 1)
 	go func() {
 		if a.cfg.TLSCertFile != "" {
@@ -527,6 +592,9 @@ func (a *App) close() {
 	}
 	if a.nc != nil {
 		a.nc.Close()
+	}
+	if a.memberNC != nil {
+		a.memberNC.Close()
 	}
 	if a.srv != nil {
 		a.srv.Shutdown()

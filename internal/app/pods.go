@@ -210,9 +210,32 @@ func (a *App) NodeStore() *events.NodeStore { return a.pods.nodes }
 // Images is the image store (api.Pods).
 func (p *pods) Images() *events.Images { return p.nodes.Images() }
 
-// ReadLogs reads pods' logs (api.Pods).
+// ReadLogs reads pods' logs (api.Pods): those the pod's bound node wrote.
+// A follow of a pod not bound yet waits until it is.
 func (p *pods) ReadLogs(ctx context.Context, q events.LogQuery, fn func(events.LogLine) error) error {
+	q.Node = p.boundNode(q.Namespace, q.Pod)
+	for q.Follow && q.Node == "" {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+		q.Node = p.boundNode(q.Namespace, q.Pod)
+	}
 	return p.nodes.ReadLogs(ctx, q, fn)
+}
+
+// NewestLog is the newest chunk of each of a pod's containers (api.Pods).
+func (p *pods) NewestLog(ctx context.Context, q events.LogQuery) ([]events.LogLine, error) {
+	q.Node = p.boundNode(q.Namespace, q.Pod)
+	return p.nodes.NewestLog(ctx, q)
+}
+
+// boundNode is the node pod namespace/name is bound to ("" when none):
+// the only node whose output is that pod's log.
+func (p *pods) boundNode(namespace, name string) string {
+	o := p.store.Get(projections.Key{Kind: podspec.KindPod, Namespace: namespace, Name: name})
+	return o.GetSpec().GetFields()["nodeName"].GetStringValue()
 }
 
 // MaxImageBytes bounds a push (api.Pods).
