@@ -111,18 +111,18 @@ func forbid(p Principal, format string, args ...any) error {
 // Authorize decides whether p may do v to t. It is pure: the rules are the
 // text scenarios in testdata/authz.
 func Authorize(p Principal, v Verb, t Target) error {
-	what := t.describe()
 	if v == VerbRead {
 		if p.Role == "" || !p.inScope(t.Namespace) {
-			return forbid(p, "read %s", what)
+			return forbid(p, "read %s", t.describe())
 		}
 		return nil
 	}
-	switch p.Role {
-	case RoleAdmin:
+	if p.Role == RoleAdmin {
 		return nil
+	}
+	switch p.Role {
 	case RoleReader:
-		return forbid(p, "%s %s: readers only read", v, what)
+		return forbid(p, "%s %s: readers only read", v, t.describe())
 	case RoleWriter:
 		switch v {
 		case VerbApply, VerbDelete:
@@ -148,13 +148,13 @@ func Authorize(p Principal, v Verb, t Target) error {
 			}
 			return forbid(p, "push chart %s: charts are shared by every namespace; only unconfined writers and admins push them", t.Image)
 		}
-		return forbid(p, "%s %s: only admins may", v, what)
+		return forbid(p, "%s %s: only admins may", v, t.describe())
 	case RoleController:
 		if v != VerbApply && v != VerbDelete {
-			return forbid(p, "%s %s", v, what)
+			return forbid(p, "%s %s", v, t.describe())
 		}
 		if p.Owner == "" {
-			return forbid(p, "%s %s: a controller writes only for an owner", v, what)
+			return forbid(p, "%s %s: a controller writes only for an owner", v, t.describe())
 		}
 		if err := writeScope(p, v, t); err != nil {
 			return err
@@ -171,21 +171,21 @@ func Authorize(p Principal, v Verb, t Target) error {
 			if v == VerbApply {
 				hint = fmt.Sprintf("; annotate it %s=%s to let %s adopt it, or rename it", AnnotationAllowAdoption, p.Owner, p.Owner)
 			}
-			return &denied{is: ErrAdoption, msg: fmt.Sprintf("%s exists with %s, not %s%s", what, owner, p.Owner, hint)}
+			return &denied{is: ErrAdoption, msg: fmt.Sprintf("%s exists with %s, not %s%s", t.describe(), owner, p.Owner, hint)}
 		}
 		return nil
 	case RoleNode:
 		if v == VerbApply && t.Kind == "Node" && t.ClusterScoped && t.Name == p.Self && t.Namespace == "" {
 			return nil
 		}
-		return forbid(p, "%s %s: a node writes only its own Node", v, what)
+		return forbid(p, "%s %s: a node writes only its own Node", v, t.describe())
 	case RoleBridge:
 		if v == VerbObserve && p.Self != "" && strings.HasPrefix(t.Namespace, p.Self+"/") {
 			return nil
 		}
-		return forbid(p, "%s %s: a bridge records only what its cluster %s holds", v, what, p.Self)
+		return forbid(p, "%s %s: a bridge records only what its cluster %s holds", v, t.describe(), p.Self)
 	}
-	return forbid(p, "%s %s: unknown role", v, what)
+	return forbid(p, "%s %s: unknown role", v, t.describe())
 }
 
 // writeScope checks a writer's or controller's namespaces.
