@@ -66,7 +66,10 @@ func TestGateOwnershipAndScope(t *testing.T) {
 			_, err := e.gate.Apply(ctx, ctl, decode(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: evil}\n"), "")
 			return err
 		}, gate.ErrForbidden},
-		{"adopt a user's object", func() error { _, err := e.gate.Apply(ctx, ctl, decode(t, cm("shop", "rel-values", "")), ""); return err }, gate.ErrAdoption},
+		{"adopt a user's object", func() error {
+			_, err := e.gate.Apply(ctx, ctl, decode(t, cm("shop", "rel-values", "")), "")
+			return err
+		}, gate.ErrAdoption},
 		{"delete a user's object", func() error { _, err := e.gate.Delete(ctx, ctl, cmKey, ""); return err }, gate.ErrAdoption},
 		{"Apply into another namespace", func() error {
 			_, err := e.gate.Apply(ctx, shop, decode(t, "apiVersion: v1\nkind: Apply\nmetadata: {name: a, namespace: shop}\nspec:\n  cluster: east\n  manifest: {apiVersion: v1, kind: ConfigMap, metadata: {name: cfg, namespace: other}}\n"), "")
