@@ -117,38 +117,21 @@ func Authorize(p Principal, v Verb, t Target) error {
 		}
 		return nil
 	}
-	if p.Role == RoleAdmin {
+	if p.Role == RoleAdmin && !p.Confined() {
 		return nil
 	}
 	switch p.Role {
+	case RoleAdmin:
+		// Confined: within its namespaces an admin may what a writer may,
+		// and destroy secret data.
+		if v == VerbShred {
+			return writeScope(p, v, t)
+		}
+		return writerRules(p, v, t)
 	case RoleReader:
 		return forbid(p, "%s %s: readers only read", v, t.describe())
 	case RoleWriter:
-		switch v {
-		case VerbApply, VerbDelete:
-			return writeScope(p, v, t)
-		case VerbPushImage, VerbDeleteImage:
-			if !p.Confined() {
-				return nil
-			}
-			repo := t.Image
-			if i := strings.IndexAny(repo, ":@"); i >= 0 {
-				repo = repo[:i]
-			}
-			for _, ns := range p.Namespaces {
-				if strings.HasPrefix(repo, ns+"/") {
-					return nil
-				}
-			}
-			return forbid(p, "%s %s: a token confined to namespaces %s may only push and delete images named <namespace>/..., such as %s/%s", v, t.Image,
-				strings.Join(p.Namespaces, ","), p.Namespaces[0], repo[strings.LastIndex(repo, "/")+1:])
-		case VerbPushChart:
-			if !p.Confined() {
-				return nil
-			}
-			return forbid(p, "push chart %s: charts are shared by every namespace; only unconfined writers and admins push them", t.Image)
-		}
-		return forbid(p, "%s %s: only admins may", v, t.describe())
+		return writerRules(p, v, t)
 	case RoleController:
 		if v != VerbApply && v != VerbDelete {
 			return forbid(p, "%s %s", v, t.describe())
@@ -186,6 +169,36 @@ func Authorize(p Principal, v Verb, t Target) error {
 		return forbid(p, "%s %s: a bridge records only what its cluster %s holds", v, t.describe(), p.Self)
 	}
 	return forbid(p, "%s %s: unknown role", v, t.describe())
+}
+
+// writerRules are a writer's: objects within its namespaces; images and
+// charts when unconfined, else only images named after its namespaces.
+func writerRules(p Principal, v Verb, t Target) error {
+	switch v {
+	case VerbApply, VerbDelete:
+		return writeScope(p, v, t)
+	case VerbPushImage, VerbDeleteImage:
+		if !p.Confined() {
+			return nil
+		}
+		repo := t.Image
+		if i := strings.IndexAny(repo, ":@"); i >= 0 {
+			repo = repo[:i]
+		}
+		for _, ns := range p.Namespaces {
+			if strings.HasPrefix(repo, ns+"/") {
+				return nil
+			}
+		}
+		return forbid(p, "%s %s: a token confined to namespaces %s may only push and delete images named <namespace>/..., such as %s/%s", v, t.Image,
+			strings.Join(p.Namespaces, ","), p.Namespaces[0], repo[strings.LastIndex(repo, "/")+1:])
+	case VerbPushChart:
+		if !p.Confined() {
+			return nil
+		}
+		return forbid(p, "push chart %s: charts are shared by every namespace; only unconfined writers and admins push them", t.Image)
+	}
+	return forbid(p, "%s %s: only admins may", v, t.describe())
 }
 
 // writeScope checks a writer's or controller's namespaces.
