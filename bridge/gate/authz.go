@@ -27,6 +27,8 @@ const (
 	// RoleBridge records what one Kubernetes cluster holds, under that
 	// cluster's keys ("<cluster>/<namespace>").
 	RoleBridge Role = "bridge"
+	// RoleScheduler binds pods to nodes, and does nothing else.
+	RoleScheduler Role = "scheduler"
 )
 
 // Principal is who writes. Every write the gate takes carries one.
@@ -70,6 +72,7 @@ const (
 	VerbDeleteImage Verb = "delete-image"
 	VerbPushChart   Verb = "push-chart"
 	VerbShred       Verb = "shred"
+	VerbBind        Verb = "bind"
 )
 
 // Target is what a verb acts on, as far as authorization looks at it.
@@ -162,6 +165,11 @@ func Authorize(p Principal, v Verb, t Target) error {
 			return nil
 		}
 		return forbid(p, "%s %s: a node writes only its own Node", v, t.describe())
+	case RoleScheduler:
+		if v == VerbBind && t.Kind == "Pod" && t.Namespace != "" {
+			return nil
+		}
+		return forbid(p, "%s %s: a scheduler only binds pods", v, t.describe())
 	case RoleBridge:
 		if v == VerbObserve && p.Self != "" && strings.HasPrefix(t.Namespace, p.Self+"/") {
 			return nil

@@ -56,7 +56,7 @@ func authorizeCmd(t *testing.T, c scenario.Cmd) string {
 		args = args[1:]
 	}
 	p.Name = map[gate.Role]string{
-		gate.RoleNode: "node/" + p.Self, gate.RoleBridge: "bridge/" + p.Self, gate.RoleController: "reconciler/HelmRelease",
+		gate.RoleNode: "node/" + p.Self, gate.RoleBridge: "bridge/" + p.Self, gate.RoleController: "reconciler/HelmRelease", gate.RoleScheduler: "scheduler",
 	}[p.Role]
 	if p.Name == "" {
 		p.Name = "user/" + string(p.Role)
