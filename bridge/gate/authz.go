@@ -73,6 +73,9 @@ const (
 	VerbPushChart   Verb = "push-chart"
 	VerbShred       Verb = "shred"
 	VerbBind        Verb = "bind"
+	// VerbFetchChart is a HelmRelease naming a remote chart repository,
+	// which the server then fetches from.
+	VerbFetchChart Verb = "fetch-chart"
 )
 
 // Target is what a verb acts on, as far as authorization looks at it.
@@ -136,6 +139,9 @@ func Authorize(p Principal, v Verb, t Target) error {
 	case RoleWriter:
 		return writerRules(p, v, t)
 	case RoleController:
+		if v == VerbFetchChart {
+			return writerRules(p, v, t)
+		}
 		if v != VerbApply && v != VerbDelete {
 			return forbid(p, "%s %s", v, t.describe())
 		}
@@ -205,6 +211,13 @@ func writerRules(p Principal, v Verb, t Target) error {
 			return nil
 		}
 		return forbid(p, "push chart %s: charts are shared by every namespace; only unconfined writers and admins push them", t.Image)
+	case VerbFetchChart:
+		// The server would fetch any address it reaches, on the
+		// writer's word: confined tokens install pushed charts only.
+		if !p.Confined() {
+			return nil
+		}
+		return forbid(p, "install from repository %s: a token confined to namespaces installs pushed charts only (jetplane chart push)", t.Image)
 	}
 	return forbid(p, "%s %s: only admins may", v, t.describe())
 }

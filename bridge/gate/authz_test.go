@@ -67,7 +67,7 @@ func authorizeCmd(t *testing.T, c scenario.Cmd) string {
 	v := gate.Verb(args[0])
 	var tg gate.Target
 	switch v {
-	case gate.VerbPushImage, gate.VerbDeleteImage, gate.VerbPushChart:
+	case gate.VerbPushImage, gate.VerbDeleteImage, gate.VerbPushChart, gate.VerbFetchChart:
 		tg.Image = args[1]
 	default:
 		parts := strings.Split(args[1], "/")

@@ -219,6 +219,11 @@ func (g *Gate) prepare(ctx context.Context, p Principal, objs []*schemas.Object)
 		if err := Authorize(p, VerbApply, target(keys[i], nil)); err != nil && !errors.Is(err, ErrAdoption) {
 			return nil, nil, err
 		}
+		if repo := o.GetSpec().GetFields()["chart"].GetStructValue().GetFields()["repository"].GetStringValue(); repo != "" && keys[i].Kind == "HelmRelease" {
+			if err := Authorize(p, VerbFetchChart, Target{Image: repo}); err != nil {
+				return nil, nil, fmt.Errorf("%s: spec.chart.repository: %w", keys[i], err)
+			}
+		}
 		if t, ok := manifestTarget(o); ok {
 			// An Apply writes its manifest into a cluster: the manifest's
 			// namespace must be the writer's too.
