@@ -127,6 +127,9 @@ func (a *App) podServices(g *gate.Gate) error {
 	ncfg := node.Config{Heartbeats: a.pods.nodes, State: a.store, Log: a.log, Logger: a.cfg.Logger}
 	var err error
 	a.pods.registrar, err = node.NewRegistrar(ncfg, func(ctx context.Context, obj *schemas.Object) error {
+		// The registrar applies only the Node its heartbeat's key names,
+		// a key only that node's credential may write: the node speaks
+		// for itself, and Authorize holds it to its own Node.
 		name := obj.GetMetadata().GetName()
 		_, err := g.Apply(ctx, gate.Principal{Name: "node/" + name, Role: gate.RoleNode, Self: name}, []*schemas.Object{obj}, "")
 		return err
