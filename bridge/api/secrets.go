@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/bridge/seal"
 	"github.com/jetplane/jetplane/schemas"
 )
@@ -28,8 +29,11 @@ func authorizeSecrets(p *Principal, r *http.Request) error {
 	if q.Get(showSecretsParam) == "true" && !p.CanSeeSecrets() {
 		return httpError(http.StatusForbidden, fmt.Sprintf("%s may not see secret values; ask an admin for a token with +secrets", p.Name))
 	}
-	if q.Get(purgeParam) == "true" && p.Role != RoleAdmin {
-		return httpError(http.StatusForbidden, fmt.Sprintf("%s (role %s) may not destroy secret data; only admins may", p.Name, p.Role))
+	if q.Get(purgeParam) == "true" {
+		t := gate.Target{Kind: q.Get("kind"), Namespace: q.Get("namespace"), Name: q.Get("name")}
+		if err := gate.Authorize(p.gate(), gate.VerbShred, t); err != nil {
+			return httpError(http.StatusForbidden, fmt.Sprintf("%s (role %s) may not destroy secret data of %s/%s/%s; only admins may, in their namespaces", p.Name, p.Role, t.Kind, t.Namespace, t.Name))
+		}
 	}
 	return nil
 }

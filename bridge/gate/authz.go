@@ -27,6 +27,8 @@ const (
 	// RoleBridge records what one Kubernetes cluster holds, under that
 	// cluster's keys ("<cluster>/<namespace>").
 	RoleBridge Role = "bridge"
+	// RoleScheduler binds pods to nodes, and does nothing else.
+	RoleScheduler Role = "scheduler"
 )
 
 // Principal is who writes. Every write the gate takes carries one.
@@ -70,6 +72,10 @@ const (
 	VerbDeleteImage Verb = "delete-image"
 	VerbPushChart   Verb = "push-chart"
 	VerbShred       Verb = "shred"
+	VerbBind        Verb = "bind"
+	// VerbFetchChart is a HelmRelease naming a remote chart repository,
+	// which the server then fetches from.
+	VerbFetchChart Verb = "fetch-chart"
 )
 
 // Target is what a verb acts on, as far as authorization looks at it.
@@ -118,50 +124,36 @@ func forbid(p Principal, format string, args ...any) error {
 // Authorize decides whether p may do v to t. It is pure: the rules are the
 // text scenarios in testdata/authz.
 func Authorize(p Principal, v Verb, t Target) error {
-	what := t.describe()
 	if v == VerbRead {
 		if p.Role == "" || !p.inScope(t.Namespace) {
-			return forbid(p, "read %s", what)
+			return forbid(p, "read %s", t.describe())
 		}
+		return nil
+	}
+	if p.Role == RoleAdmin && !p.Confined() {
 		return nil
 	}
 	switch p.Role {
 	case RoleAdmin:
-		return nil
-	case RoleReader:
-		return forbid(p, "%s %s: readers only read", v, what)
-	case RoleWriter:
-		switch v {
-		case VerbApply, VerbDelete:
+		// Confined: within its namespaces an admin may what a writer may,
+		// and destroy secret data.
+		if v == VerbShred {
 			return writeScope(p, v, t)
-		case VerbPushImage, VerbDeleteImage:
-			if !p.Confined() {
-				return nil
-			}
-			repo := t.Image
-			if i := strings.IndexAny(repo, ":@"); i >= 0 {
-				repo = repo[:i]
-			}
-			for _, ns := range p.Namespaces {
-				if strings.HasPrefix(repo, ns+"/") {
-					return nil
-				}
-			}
-			return forbid(p, "%s %s: a token confined to namespaces %s may only push and delete images named <namespace>/..., such as %s/%s", v, t.Image,
-				strings.Join(p.Namespaces, ","), p.Namespaces[0], repo[strings.LastIndex(repo, "/")+1:])
-		case VerbPushChart:
-			if !p.Confined() {
-				return nil
-			}
-			return forbid(p, "push chart %s: charts are shared by every namespace; only unconfined writers and admins push them", t.Image)
 		}
-		return forbid(p, "%s %s: only admins may", v, what)
+		return writerRules(p, v, t)
+	case RoleReader:
+		return forbid(p, "%s %s: readers only read", v, t.describe())
+	case RoleWriter:
+		return writerRules(p, v, t)
 	case RoleController:
+		if v == VerbFetchChart {
+			return writerRules(p, v, t)
+		}
 		if v != VerbApply && v != VerbDelete {
-			return forbid(p, "%s %s", v, what)
+			return forbid(p, "%s %s", v, t.describe())
 		}
 		if p.Owner == "" {
-			return forbid(p, "%s %s: a controller writes only for an owner", v, what)
+			return forbid(p, "%s %s: a controller writes only for an owner", v, t.describe())
 		}
 		if err := writeScope(p, v, t); err != nil {
 			return err
@@ -178,21 +170,63 @@ func Authorize(p Principal, v Verb, t Target) error {
 			if v == VerbApply {
 				hint = fmt.Sprintf("; annotate it %s=%s to let %s adopt it, or rename it", AnnotationAllowAdoption, p.Owner, p.Owner)
 			}
-			return &denied{is: ErrAdoption, msg: fmt.Sprintf("%s exists with %s, not %s%s", what, owner, p.Owner, hint)}
+			return &denied{is: ErrAdoption, msg: fmt.Sprintf("%s exists with %s, not %s%s", t.describe(), owner, p.Owner, hint)}
 		}
 		return nil
 	case RoleNode:
 		if v == VerbApply && t.Kind == "Node" && t.ClusterScoped && t.Name == p.Self && t.Namespace == "" {
 			return nil
 		}
-		return forbid(p, "%s %s: a node writes only its own Node", v, what)
+		return forbid(p, "%s %s: a node writes only its own Node", v, t.describe())
+	case RoleScheduler:
+		if v == VerbBind && t.Kind == "Pod" && t.Namespace != "" {
+			return nil
+		}
+		return forbid(p, "%s %s: a scheduler only binds pods", v, t.describe())
 	case RoleBridge:
 		if v == VerbObserve && p.Self != "" && strings.HasPrefix(t.Namespace, p.Self+"/") {
 			return nil
 		}
-		return forbid(p, "%s %s: a bridge records only what its cluster %s holds", v, what, p.Self)
+		return forbid(p, "%s %s: a bridge records only what its cluster %s holds", v, t.describe(), p.Self)
 	}
-	return forbid(p, "%s %s: unknown role", v, what)
+	return forbid(p, "%s %s: unknown role", v, t.describe())
+}
+
+// writerRules are a writer's: objects within its namespaces; images and
+// charts when unconfined, else only images named after its namespaces.
+func writerRules(p Principal, v Verb, t Target) error {
+	switch v {
+	case VerbApply, VerbDelete:
+		return writeScope(p, v, t)
+	case VerbPushImage, VerbDeleteImage:
+		if !p.Confined() {
+			return nil
+		}
+		repo := t.Image
+		if i := strings.IndexAny(repo, ":@"); i >= 0 {
+			repo = repo[:i]
+		}
+		for _, ns := range p.Namespaces {
+			if strings.HasPrefix(repo, ns+"/") {
+				return nil
+			}
+		}
+		return forbid(p, "%s %s: a token confined to namespaces %s may only push and delete images named <namespace>/..., such as %s/%s", v, t.Image,
+			strings.Join(p.Namespaces, ","), p.Namespaces[0], repo[strings.LastIndex(repo, "/")+1:])
+	case VerbPushChart:
+		if !p.Confined() {
+			return nil
+		}
+		return forbid(p, "push chart %s: charts are shared by every namespace; only unconfined writers and admins push them", t.Image)
+	case VerbFetchChart:
+		// The server would fetch any address it reaches, on the
+		// writer's word: confined tokens install pushed charts only.
+		if !p.Confined() {
+			return nil
+		}
+		return forbid(p, "install from repository %s: a token confined to namespaces installs pushed charts only (jetplane chart push)", t.Image)
+	}
+	return forbid(p, "%s %s: only admins may", v, t.describe())
 }
 
 // writeScope checks a writer's or controller's namespaces, for the object

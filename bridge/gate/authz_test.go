@@ -56,7 +56,7 @@ func authorizeCmd(t *testing.T, c scenario.Cmd) string {
 		args = args[1:]
 	}
 	p.Name = map[gate.Role]string{
-		gate.RoleNode: "node/" + p.Self, gate.RoleBridge: "bridge/" + p.Self, gate.RoleController: "reconciler/HelmRelease",
+		gate.RoleNode: "node/" + p.Self, gate.RoleBridge: "bridge/" + p.Self, gate.RoleController: "reconciler/HelmRelease", gate.RoleScheduler: "scheduler",
 	}[p.Role]
 	if p.Name == "" {
 		p.Name = "user/" + string(p.Role)
@@ -67,7 +67,7 @@ func authorizeCmd(t *testing.T, c scenario.Cmd) string {
 	v := gate.Verb(args[0])
 	var tg gate.Target
 	switch v {
-	case gate.VerbPushImage, gate.VerbDeleteImage, gate.VerbPushChart:
+	case gate.VerbPushImage, gate.VerbDeleteImage, gate.VerbPushChart, gate.VerbFetchChart:
 		tg.Image = args[1]
 	default:
 		parts := strings.Split(args[1], "/")

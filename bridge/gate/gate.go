@@ -1,9 +1,13 @@
 // Package gate is the one way desired state enters the log: it turns
 // validated objects into Applied events and delete requests into
 // DeleteRequested events, atomically per batch, with optimistic concurrency
-// against the state it read. It rejects dependsOn cycles (naming the cycle)
-// and waits until its writes are visible in the projection, so a client
-// reads its own writes. It never reconciles.
+// against the state it read. Every write carries a Principal, which
+// Authorize (a pure function, its rules in testdata/authz) checks; the
+// gate seals every Secret value a write carries, records the owner and
+// scope of what controllers write, and refuses adoption without the
+// object's consent (decisions 0037, 0038). It rejects dependsOn cycles
+// (naming the cycle) and waits until its writes are visible in the
+// projection, so a client reads its own writes. It never reconciles.
 package gate
 
 import (
@@ -234,6 +238,11 @@ func (g *Gate) prepare(ctx context.Context, p Principal, objs []*schemas.Object)
 		// this one refuses early, before anything is sealed.
 		if err := Authorize(p, VerbApply, target(keys[i], nil)); err != nil && !errors.Is(err, ErrAdoption) {
 			return nil, nil, err
+		}
+		if repo := o.GetSpec().GetFields()["chart"].GetStructValue().GetFields()["repository"].GetStringValue(); repo != "" && keys[i].Kind == "HelmRelease" {
+			if err := Authorize(p, VerbFetchChart, Target{Image: repo}); err != nil {
+				return nil, nil, fmt.Errorf("%s: spec.chart.repository: %w", keys[i], err)
+			}
 		}
 		if t, ok := manifestTarget(o); ok {
 			// An Apply writes its manifest into a cluster: the manifest's

@@ -470,3 +470,16 @@ func TestGateBridgeSealsObservedSecrets(t *testing.T) {
 	}
 	serving(t, a)
 }
+
+// A confined writer cannot make the server fetch from an address of its
+// choosing through a release's chart repository.
+func TestGateConfinedReleaseFetchesNoRepository(t *testing.T) {
+	a := start(t, app.Config{Principals: principals()})
+	before := fingerprintOf(t, a)
+	rel := "apiVersion: v1\nkind: HelmRelease\nmetadata: {name: web, namespace: shop}\nspec:\n  chart: {name: web, version: 0.1.0, repository: 'http://127.0.0.1:1/internal'}\n"
+	if code, body := send(t, a, "shop-writer-token", "POST", "/v1/apply", strings.NewReader(rel)); code != http.StatusForbidden {
+		t.Fatalf("a confined writer's release from a repository: %d %s, want 403", code, body)
+	}
+	unchanged(t, a, before)
+	serving(t, a)
+}
