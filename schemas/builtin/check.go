@@ -69,7 +69,6 @@ func Check(apiVersion, kind string, spec *structpb.Struct) error {
 		return nil
 	}
 	var doc map[string]any
-	root := ""
 	if _, hasSpec := jsonFields(t)["spec"]; hasSpec {
 		doc = map[string]any{"spec": spec.AsMap()}
 	} else {
@@ -83,7 +82,6 @@ func Check(apiVersion, kind string, spec *structpb.Struct) error {
 		if len(errs) > 0 {
 			return errs
 		}
-		root = ""
 	}
 	raw, err := json.Marshal(doc)
 	if err != nil {
@@ -95,7 +93,7 @@ func Check(apiVersion, kind string, spec *structpb.Struct) error {
 	strictErrs, err := sigsjson.UnmarshalStrict(raw, obj)
 	var errs Errors
 	for _, se := range strictErrs {
-		errs = append(errs, strictError(t, root, se))
+		errs = append(errs, strictError(t, se))
 	}
 	if err != nil {
 		errs = append(errs, decodeError(err))
@@ -141,7 +139,7 @@ var (
 
 // strictError turns one of sigs.k8s.io/json's strict errors into a
 // FieldError with suggestions.
-func strictError(t reflect.Type, root string, err error) *FieldError {
+func strictError(t reflect.Type, err error) *FieldError {
 	msg := err.Error()
 	if m := unknownRE.FindStringSubmatch(msg); m != nil {
 		path := m[1]
@@ -152,10 +150,10 @@ func strictError(t reflect.Type, root string, err error) *FieldError {
 				reason += "; did you mean " + orList(s) + "?"
 			}
 		}
-		return &FieldError{Field: join(root, path), Reason: reason}
+		return &FieldError{Field: path, Reason: reason}
 	}
 	if m := duplicateRE.FindStringSubmatch(msg); m != nil {
-		return &FieldError{Field: join(root, m[1]), Reason: "is given twice"}
+		return &FieldError{Field: m[1], Reason: "is given twice"}
 	}
 	return &FieldError{Reason: msg}
 }
@@ -296,13 +294,6 @@ func splitLast(path string) (string, string) {
 		return "", path
 	}
 	return path[:i], path[i+1:]
-}
-
-func join(root, path string) string {
-	if root == "" {
-		return path
-	}
-	return root + "." + path
 }
 
 func pathKey(parent, key string) string {
