@@ -79,9 +79,17 @@ func defines(k projections.Key, st *schemas.Status) bool {
 // Admit checks objs (see crd.Catalog.Admit) and returns them as they are
 // to be stored.
 func (k *KindCheck) Admit(objs []*schemas.Object) ([]*schemas.Object, error) {
+	inUse := map[string]bool{} // asked once per kind per request
 	return k.Catalog().Admit(objs, crd.Admission{
-		Current:  k.store.Get,
-		InUse:    k.inUse,
+		Current: k.store.Get,
+		InUse: func(kind string) bool {
+			v, ok := inUse[kind]
+			if !ok {
+				v = k.inUse(kind)
+				inUse[kind] = v
+			}
+			return v
+		},
 		Compiled: k.compiled,
 	})
 }
