@@ -94,10 +94,14 @@ func (k *KindCheck) Admit(objs []*schemas.Object) ([]*schemas.Object, error) {
 	})
 }
 
+// inUse reports whether objects of kind were applied to jetplane and
+// still exist. Objects observed in a Kubernetes cluster (their namespace
+// holds the cluster's name and a slash) do not count: they say what a
+// cluster has, not what jetplane accepted.
 func (k *KindCheck) inUse(kind string) bool {
 	keys, _ := k.store.Keys(projections.Query{Kind: kind})
 	for _, key := range keys {
-		if key.Kind == kind {
+		if key.Kind == kind && !strings.Contains(key.Namespace, "/") {
 			return true
 		}
 	}
