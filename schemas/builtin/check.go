@@ -96,7 +96,7 @@ func Check(apiVersion, kind string, spec *structpb.Struct) error {
 		errs = append(errs, strictError(t, se))
 	}
 	if err != nil {
-		errs = append(errs, decodeError(err))
+		errs = append(errs, decodeError(err, doc))
 	}
 	if len(errs) == 0 {
 		return nil
@@ -158,16 +158,56 @@ func strictError(t reflect.Type, err error) *FieldError {
 	return &FieldError{Reason: msg}
 }
 
-// decodeError names the field of a type mismatch.
-func decodeError(err error) *FieldError {
+// decodeError names the field of a type mismatch. encoding/json names a
+// map's field, not the key whose value is wrong; that key is found in doc.
+func decodeError(err error, doc map[string]any) *FieldError {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return &FieldError{Field: te.Field, Reason: fmt.Sprintf("must be %s, got %s", typeName(te.Type), te.Value)}
+		field := te.Field
+		if m, ok := valueAt(doc, field).(map[string]any); ok {
+			for _, k := range sortedKeys(m) {
+				if jsonKind(m[k]) == te.Value {
+					field = pathKey(field, k)
+					break
+				}
+			}
+		}
+		return &FieldError{Field: field, Reason: fmt.Sprintf("must be %s, got %s", typeName(te.Type), te.Value)}
 	}
 	msg := err.Error()
 	// Quantities, times and int-or-strings report their own parse errors.
 	msg = strings.TrimPrefix(msg, "json: ")
 	return &FieldError{Reason: msg}
+}
+
+// valueAt follows a dotted path of object fields (no indices) in doc.
+func valueAt(doc map[string]any, path string) any {
+	var v any = doc
+	for _, step := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[step]
+	}
+	return v
+}
+
+// jsonKind names v's JSON type as encoding/json's errors do.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case float64:
+		return "number"
+	case bool:
+		return "bool"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "null"
 }
 
 func typeName(t reflect.Type) string {
