@@ -4,14 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // SubscribeOptions are the filters and start of Client.Subscribe.
@@ -39,27 +36,7 @@ type SubscribeEvent struct {
 // missed and nothing is repeated.
 func (c *Client) Subscribe(ctx context.Context, opts SubscribeOptions, fn func(SubscribeEvent) error) error {
 	from := opts.From
-	for {
-		err := c.subscribeOnce(ctx, opts, &from, fn)
-		var apiErr *APIError
-		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case errors.As(err, &apiErr), errors.Is(err, errStopWatch):
-			return err
-		case err == nil && !opts.Follow:
-			return nil
-		case err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
-			if c.WatchRetry != nil {
-				c.WatchRetry(err, time.Second)
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Second):
-			}
-		}
-	}
+	return c.resume(ctx, opts.Follow, func() error { return c.subscribeOnce(ctx, opts, &from, fn) })
 }
 
 func (c *Client) subscribeOnce(ctx context.Context, opts SubscribeOptions, from *string, fn func(SubscribeEvent) error) error {
@@ -81,21 +58,11 @@ func (c *Client) subscribeOnce(ctx context.Context, opts SubscribeOptions, from 
 	if !opts.Follow {
 		v.Set("follow", "false")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.BaseURL, "/")+"/v1/subscribe?"+v.Encode(), nil)
+	resp, err := c.openStream(ctx, "/v1/subscribe", v, "application/x-ndjson")
 	if err != nil {
 		return err
 	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	resp, err := c.httpClient().Do(req)
-	if err != nil {
-		return unreachable(c.BaseURL, err)
-	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		return decodeError(resp)
-	}
 	if start := resp.Header.Get(FromHeader); start != "" {
 		// The server resolved now or a time to a sequence: a reconnect
 		// goes on from there, not from a later now.

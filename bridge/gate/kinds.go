@@ -79,17 +79,29 @@ func defines(k projections.Key, st *schemas.Status) bool {
 // Admit checks objs (see crd.Catalog.Admit) and returns them as they are
 // to be stored.
 func (k *KindCheck) Admit(objs []*schemas.Object) ([]*schemas.Object, error) {
+	inUse := map[string]bool{} // asked once per kind per request
 	return k.Catalog().Admit(objs, crd.Admission{
-		Current:  k.store.Get,
-		InUse:    k.inUse,
+		Current: k.store.Get,
+		InUse: func(kind string) bool {
+			v, ok := inUse[kind]
+			if !ok {
+				v = k.inUse(kind)
+				inUse[kind] = v
+			}
+			return v
+		},
 		Compiled: k.compiled,
 	})
 }
 
+// inUse reports whether objects of kind were applied to jetplane and
+// still exist. Objects observed in a Kubernetes cluster (their namespace
+// holds the cluster's name and a slash) do not count: they say what a
+// cluster has, not what jetplane accepted.
 func (k *KindCheck) inUse(kind string) bool {
 	keys, _ := k.store.Keys(projections.Query{Kind: kind})
 	for _, key := range keys {
-		if key.Kind == kind {
+		if key.Kind == kind && !strings.Contains(key.Namespace, "/") {
 			return true
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,8 @@ import (
 
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/internal/app"
+	"github.com/jetplane/jetplane/reconcilers"
+	"github.com/jetplane/jetplane/schemas"
 )
 
 const widgetsCRD = `apiVersion: apiextensions.k8s.io/v1
@@ -139,5 +143,60 @@ func TestKindsWithSchemas(t *testing.T) {
 		if f := strings.Fields(lines[i+1]); len(f) < 5 || f[2] != want[0] || f[3] != want[1] || f[4] != want[2] {
 			t.Errorf("row %q: want NAME %s SIZE %s COLOR %s", lines[i+1], want[0], want[1], want[2])
 		}
+	}
+}
+
+// A data directory holding objects of a kind nothing defines keeps
+// working after the upgrade: the objects read, their history reads, they
+// are updated and deleted; a kind with no objects left is refused.
+// The first server defines Legacy by a reconciler compiled into it; the
+// second, on the same data directory, does not.
+func TestUndefinedKindsAfterUpgrade(t *testing.T) {
+	dir := t.TempDir()
+	legacy := "apiVersion: v1\nkind: Legacy\nmetadata: {name: %s, namespace: ns}\nspec: {free: %s}\n"
+	func() {
+		rec := reconcilers.Funcs{KindList: []string{"Legacy"}, ReconcileFunc: func(context.Context, *schemas.Object) (reconcilers.Result, error) {
+			return reconcilers.Result{}, nil
+		}}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		a, err := app.New(ctx, app.Config{DataDir: dir, Listen: "127.0.0.1:0", NATSPort: -1, Reconcilers: []reconcilers.Reconciler{rec},
+			Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		c := &api.Client{BaseURL: a.URL()}
+		eventuallyApp(t, "the API", func() bool { _, err := c.List(ctx, api.Query{}); return err == nil })
+		mustApply(t, c, fmt.Sprintf(legacy, "a", "one")+"---\n"+fmt.Sprintf(legacy, "b", "two"))
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("first server: %v", err)
+		}
+	}()
+
+	_, c := startApp(t, app.Config{DataDir: dir})
+	ctx := context.Background()
+	a := api.Key{Kind: "Legacy", Namespace: "ns", Name: "a"}
+	if _, err := c.Get(ctx, a); err != nil {
+		t.Fatalf("get after the upgrade: %v", err)
+	}
+	if h, err := c.History(ctx, a); err != nil || len(h.Events) == 0 {
+		t.Fatalf("history after the upgrade: %v, %v", h, err)
+	}
+	if _, err := c.Apply(ctx, "l.yaml", []byte(fmt.Sprintf(legacy, "a", "changed")), ""); err != nil {
+		t.Fatalf("update of a grandfathered kind: %v", err)
+	}
+	if _, err := c.Apply(ctx, "o.yaml", []byte("apiVersion: v1\nkind: Other\nmetadata: {name: o, namespace: ns}\n"), ""); err == nil || !strings.Contains(err.Error(), "kind Other is not defined") {
+		t.Fatalf("a new undefined kind: %v", err)
+	}
+	mustDelete(t, c, a)
+	mustDelete(t, c, api.Key{Kind: "Legacy", Namespace: "ns", Name: "b"})
+	if h, err := c.History(ctx, a); err != nil || len(h.Events) < 3 {
+		t.Fatalf("history after delete: %v, %v", h, err)
+	}
+	if _, err := c.Apply(ctx, "l.yaml", []byte(fmt.Sprintf(legacy, "a", "again")), ""); err == nil || !strings.Contains(err.Error(), "kind Legacy is not defined") {
+		t.Fatalf("a kind with no objects left is no longer grandfathered: %v", err)
 	}
 }

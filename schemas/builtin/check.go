@@ -69,7 +69,6 @@ func Check(apiVersion, kind string, spec *structpb.Struct) error {
 		return nil
 	}
 	var doc map[string]any
-	root := ""
 	if _, hasSpec := jsonFields(t)["spec"]; hasSpec {
 		doc = map[string]any{"spec": spec.AsMap()}
 	} else {
@@ -83,7 +82,6 @@ func Check(apiVersion, kind string, spec *structpb.Struct) error {
 		if len(errs) > 0 {
 			return errs
 		}
-		root = ""
 	}
 	raw, err := json.Marshal(doc)
 	if err != nil {
@@ -95,10 +93,10 @@ func Check(apiVersion, kind string, spec *structpb.Struct) error {
 	strictErrs, err := sigsjson.UnmarshalStrict(raw, obj)
 	var errs Errors
 	for _, se := range strictErrs {
-		errs = append(errs, strictError(t, root, se))
+		errs = append(errs, strictError(t, se))
 	}
 	if err != nil {
-		errs = append(errs, decodeError(err))
+		errs = append(errs, decodeError(err, doc))
 	}
 	if len(errs) == 0 {
 		return nil
@@ -141,7 +139,7 @@ var (
 
 // strictError turns one of sigs.k8s.io/json's strict errors into a
 // FieldError with suggestions.
-func strictError(t reflect.Type, root string, err error) *FieldError {
+func strictError(t reflect.Type, err error) *FieldError {
 	msg := err.Error()
 	if m := unknownRE.FindStringSubmatch(msg); m != nil {
 		path := m[1]
@@ -152,24 +150,64 @@ func strictError(t reflect.Type, root string, err error) *FieldError {
 				reason += "; did you mean " + orList(s) + "?"
 			}
 		}
-		return &FieldError{Field: join(root, path), Reason: reason}
+		return &FieldError{Field: path, Reason: reason}
 	}
 	if m := duplicateRE.FindStringSubmatch(msg); m != nil {
-		return &FieldError{Field: join(root, m[1]), Reason: "is given twice"}
+		return &FieldError{Field: m[1], Reason: "is given twice"}
 	}
 	return &FieldError{Reason: msg}
 }
 
-// decodeError names the field of a type mismatch.
-func decodeError(err error) *FieldError {
+// decodeError names the field of a type mismatch. encoding/json names a
+// map's field, not the key whose value is wrong; that key is found in doc.
+func decodeError(err error, doc map[string]any) *FieldError {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return &FieldError{Field: te.Field, Reason: fmt.Sprintf("must be %s, got %s", typeName(te.Type), te.Value)}
+		field := te.Field
+		if m, ok := valueAt(doc, field).(map[string]any); ok {
+			for _, k := range sortedKeys(m) {
+				if jsonKind(m[k]) == te.Value {
+					field = pathKey(field, k)
+					break
+				}
+			}
+		}
+		return &FieldError{Field: field, Reason: fmt.Sprintf("must be %s, got %s", typeName(te.Type), te.Value)}
 	}
 	msg := err.Error()
 	// Quantities, times and int-or-strings report their own parse errors.
 	msg = strings.TrimPrefix(msg, "json: ")
 	return &FieldError{Reason: msg}
+}
+
+// valueAt follows a dotted path of object fields (no indices) in doc.
+func valueAt(doc map[string]any, path string) any {
+	var v any = doc
+	for _, step := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[step]
+	}
+	return v
+}
+
+// jsonKind names v's JSON type as encoding/json's errors do.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case float64:
+		return "number"
+	case bool:
+		return "bool"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "null"
 }
 
 func typeName(t reflect.Type) string {
@@ -296,13 +334,6 @@ func splitLast(path string) (string, string) {
 		return "", path
 	}
 	return path[:i], path[i+1:]
-}
-
-func join(root, path string) string {
-	if root == "" {
-		return path
-	}
-	return root + "." + path
 }
 
 func pathKey(parent, key string) string {

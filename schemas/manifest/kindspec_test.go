@@ -21,7 +21,7 @@ func TestDecodeBuiltinStrict(t *testing.T) {
 		{"pod rules still hold", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  hostNetwork: true\n  containers: [{name: c, image: 'm:1'}]\n",
 			"spec.hostNetwork: is not supported"},
 		{"list item", "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: a}\n  data: {a: 1}\n",
-			"items[0].data: must be a string, got number"},
+			"items[0].data.a: must be a string, got number"},
 		{"secret data not base64", "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata: {password: hunter2!}\n",
 			"data.password: must be base64-encoded"},
 		{"secret", "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata: {password: aHVudGVyMg==}\nstringData: {user: me}\n", ""},
