@@ -146,6 +146,10 @@ func (p *Profile) AddPlugin(pl Plugin, weight int64) {
 	if weight == 0 {
 		weight = 1
 	}
+	if pp, ok := pl.(PartialPlugin); ok {
+		p.addPartial(pp, weight)
+		return
+	}
 	if x, ok := pl.(PreFilterPlugin); ok {
 		p.PreFilter = append(p.PreFilter, x)
 	}
@@ -210,4 +214,60 @@ func (p *Profile) numFeasibleNodesToFind(numAll int) int {
 		return minFeasible
 	}
 	return n
+}
+
+// Extension points, as PartialPlugin names them.
+const (
+	PointPreFilter  = "PreFilter"
+	PointFilter     = "Filter"
+	PointPostFilter = "PostFilter"
+	PointPreScore   = "PreScore"
+	PointScore      = "Score"
+	PointReserve    = "Reserve"
+	PointPermit     = "Permit"
+	PointPreBind    = "PreBind"
+	PointBind       = "Bind"
+	PointPostBind   = "PostBind"
+)
+
+// PartialPlugin is a plugin whose type has every extension point's
+// methods but which implements only some of them, known when it is loaded
+// (a WebAssembly guest): AddPlugin puts it only at the points Implements
+// accepts.
+type PartialPlugin interface {
+	Plugin
+	Implements(point string) bool
+}
+
+func (p *Profile) addPartial(pl PartialPlugin, weight int64) {
+	if x, ok := pl.(PreFilterPlugin); ok && pl.Implements(PointPreFilter) {
+		p.PreFilter = append(p.PreFilter, x)
+	}
+	if x, ok := pl.(FilterPlugin); ok && pl.Implements(PointFilter) {
+		p.Filter = append(p.Filter, x)
+	}
+	if x, ok := pl.(PostFilterPlugin); ok && pl.Implements(PointPostFilter) {
+		p.PostFilter = append(p.PostFilter, x)
+	}
+	if x, ok := pl.(PreScorePlugin); ok && pl.Implements(PointPreScore) {
+		p.PreScore = append(p.PreScore, x)
+	}
+	if x, ok := pl.(ScorePlugin); ok && pl.Implements(PointScore) {
+		p.Score = append(p.Score, WeightedScore{Plugin: x, Weight: weight})
+	}
+	if x, ok := pl.(ReservePlugin); ok && pl.Implements(PointReserve) {
+		p.Reserve = append(p.Reserve, x)
+	}
+	if x, ok := pl.(PermitPlugin); ok && pl.Implements(PointPermit) {
+		p.Permit = append(p.Permit, x)
+	}
+	if x, ok := pl.(PreBindPlugin); ok && pl.Implements(PointPreBind) {
+		p.PreBind = append(p.PreBind, x)
+	}
+	if x, ok := pl.(BindPlugin); ok && pl.Implements(PointBind) {
+		p.Bind = append(p.Bind, x)
+	}
+	if x, ok := pl.(PostBindPlugin); ok && pl.Implements(PointPostBind) {
+		p.PostBind = append(p.PostBind, x)
+	}
 }
