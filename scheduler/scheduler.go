@@ -58,7 +58,7 @@ type Options struct {
 	// failed) runs again (default 5s).
 	ErrorRetry time.Duration
 	Now        func() time.Time
-	Logger    *slog.Logger
+	Logger     *slog.Logger
 }
 
 // Scheduler schedules pods one cycle at a time. Cycles run one after
@@ -324,7 +324,7 @@ func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcil
 		return reconcilers.Result{KeepStatus: true, RequeueAfter: s.cfg.BindRetry}, nil
 	}
 
-	d, state, cycle, assumed, err := s.runCycle(ctx, prof, pi)
+	d, state, cycle, assumed, st, wait, err := s.runCycle(ctx, prof, pi)
 	if err != nil {
 		return reconcilers.Result{}, err
 	}
@@ -346,7 +346,6 @@ func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcil
 		s.unschedMu.Unlock()
 		return podScheduled(false, "Unschedulable", d.Message()), nil
 	}
-	st, wait := s.reserveAndPermit(ctx, prof, state, pi, d.Node)
 	if !st.IsSuccess() {
 		s.cache.Forget(pi.Key)
 		return podScheduled(false, "Unschedulable", fmt.Sprintf("%s rejected node %s: %s", st.Plugin, d.Node, st.Message())), nil
@@ -484,23 +483,27 @@ func podScheduled(ok bool, reason, msg string) reconcilers.Result {
 		Conditions: []*schemas.Condition{{Type: PodScheduled, Status: status, Reason: reason, Message: msg}}}
 }
 
-// runCycle runs the cycle under the cycle lock and assumes its placement,
-// so the next cycle counts it.
-func (s *Scheduler) runCycle(ctx context.Context, prof *Profile, pi *PodInfo) (*Decision, *CycleState, uint64, []AssumedPod, error) {
+// runCycle runs the scheduling cycle under the cycle lock: the plugins
+// from PreFilter to Permit, as kube-scheduler's scheduling cycle (a
+// plugin may keep state from one extension point to the next). It assumes
+// the placement, so the next cycle counts it; st is a Reserve or Permit
+// rejection, wait a Permit wait.
+func (s *Scheduler) runCycle(ctx context.Context, prof *Profile, pi *PodInfo) (d *Decision, state *CycleState, cycle uint64, assumed []AssumedPod, st *Status, wait *permitWait, err error) {
 	s.cycleMu.Lock()
 	defer s.cycleMu.Unlock()
 	if _, err := s.sync(); err != nil {
-		return nil, nil, 0, nil, err
+		return nil, nil, 0, nil, nil, nil, err
 	}
 	s.cycle++
-	assumed := s.cache.Assumed()
-	state := NewCycleState(s.cache.Snapshot(), s.cycle)
-	d := Cycle(ctx, prof, state, pi, s.start)
+	assumed = s.cache.Assumed()
+	state = NewCycleState(s.cache.Snapshot(), s.cycle)
+	d = Cycle(ctx, prof, state, pi, s.start)
 	s.start = d.NextStartIndex
 	if d.Node != "" {
 		s.cache.Assume(pi, d.Node)
+		st, wait = s.reserveAndPermit(ctx, prof, state, pi, d.Node)
 	}
-	return d, state, s.cycle, assumed, nil
+	return d, state, s.cycle, assumed, st, wait, nil
 }
 
 // reserveAndPermit runs Reserve and Permit; a Permit that says Wait makes
