@@ -321,7 +321,7 @@ func filter() uint32 {
 		d, _ := lastDigit(name)
 		reason(fmt.Sprintf("code %d", d))
 		return uint32(d)
-	case is("filter-none"):
+	case is("filter-none"), is("postfilter-nominate"):
 		reason("nothing fits")
 		return unschedulable
 	case is("filter-print"):
