@@ -679,3 +679,15 @@ func (c *cluster) applyPod(name string) *schemas.Object {
 	}
 	return c.apply(object(c.t, "Pod", "default", name, uid, map[string]any{"containers": []any{map[string]any{"name": "app", "image": "app"}}}))
 }
+
+// waitUntil polls cond until it holds, failing after 30s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
