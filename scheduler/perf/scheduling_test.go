@@ -18,13 +18,36 @@ import (
 	"github.com/jetplane/jetplane/schemas"
 )
 
-// profiles returns the default profile, with the example WebAssembly
-// filter (labelfilter) and score (nodenumber) added when withWasm.
-func profiles(tb testing.TB, withWasm bool) map[string]*scheduler.Profile {
+// The plugins a scheduling benchmark adds to the default ones.
+type extra int
+
+const (
+	builtins extra = iota
+	// sdk: the example WebAssembly filter (labelfilter) and score
+	// (nodenumber), built with scheduler/guest (batch calls, node cache).
+	sdk
+	// upstream: one guest of kube-scheduler-wasm-extension's shape
+	// (testdata/upstream: a label filter that decodes each node, and
+	// NodeNumber's score), configured as upstream configures it.
+	upstream
+)
+
+func (e extra) String() string { return [...]string{"builtins", "wasm", "upstream"}[e] }
+
+// profiles returns the default profile, with the plugins of e added.
+func profiles(tb testing.TB, e extra) map[string]*scheduler.Profile {
 	tb.Helper()
 	cfg := scheduler.DefaultConfig()
 	cfg.Parallelism = *benchParallel
-	if withWasm {
+	if e == upstream {
+		cfg.Profiles = []scheduler.ProfileConfig{{
+			SchedulerName: scheduler.DefaultSchedulerName,
+			Plugins:       scheduler.PluginsConfig{MultiPoint: scheduler.PluginSet{Enabled: []scheduler.PluginRef{{Name: "NodeNumber", Weight: 1}}}},
+			PluginConfig: []scheduler.PluginConfig{{Name: "NodeNumber", Args: map[string]any{
+				"guestURL": "file://" + guestPath(tb, "upstream"), "guestConfig": `{"filterLabel": "topology.kubernetes.io/zone"}`}}},
+		}}
+	}
+	if e == sdk {
 		cfg.Profiles = []scheduler.ProfileConfig{{
 			SchedulerName: scheduler.DefaultSchedulerName,
 			Plugins: scheduler.PluginsConfig{MultiPoint: scheduler.PluginSet{Enabled: []scheduler.PluginRef{
@@ -59,24 +82,21 @@ func closePlugins(ps map[string]*scheduler.Profile) {
 }
 
 // BenchmarkScheduling places -sched.pods pending pods on 1,000 and 5,000
-// nodes with the default plugins, and with one WebAssembly filter and one
-// WebAssembly score added, through Scheduler.Schedule as the pod
+// nodes with the default plugins; with one WebAssembly filter and one
+// WebAssembly score built with the SDK added (wasm); and with one guest of
+// upstream's shape filtering and scoring added (upstream); through Scheduler.Schedule as the pod
 // reconciler calls it (-sched.workers at once), until every Bound event is
 // acknowledged by the log (Schedule returns once the event is queued). Setup (nodes and pods appended and projected)
 // is not timed.
 func BenchmarkScheduling(b *testing.B) {
 	for _, nodes := range []int{1000, 5000} {
-		for _, withWasm := range []bool{false, true} {
-			name := fmt.Sprintf("nodes=%d/builtins", nodes)
-			if withWasm {
-				name = fmt.Sprintf("nodes=%d/wasm", nodes)
-			}
-			b.Run(name, func(b *testing.B) { benchScheduling(b, nodes, *benchPods, withWasm) })
+		for _, e := range []extra{builtins, sdk, upstream} {
+			b.Run(fmt.Sprintf("nodes=%d/%s", nodes, e), func(b *testing.B) { benchScheduling(b, nodes, *benchPods, e) })
 		}
 	}
 }
 
-func benchScheduling(b *testing.B, nodes, pods int, withWasm bool) {
+func benchScheduling(b *testing.B, nodes, pods int, withWasm extra) {
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()

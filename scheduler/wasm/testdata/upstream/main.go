@@ -332,8 +332,11 @@ func filter() uint32 {
 			return unschedulable
 		}
 	}
-	if k, v, ok := strings.Cut(config.FilterLabel, "="); ok {
-		if nodeNamed(name).labels[k] != v {
+	if config.FilterLabel != "" {
+		// "k=v": the label with that value; "k": the label.
+		k, v, withValue := strings.Cut(config.FilterLabel, "=")
+		got, has := nodeNamed(name).labels[k]
+		if !has || (withValue && got != v) {
 			reason("node(s) lack " + config.FilterLabel)
 			return unschedulable
 		}
