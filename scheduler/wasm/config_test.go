@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/scheduler"
@@ -285,4 +288,41 @@ func (c *cluster) replay(key projections.Key, profiles map[string]*scheduler.Pro
 		t.Fatal(err)
 	}
 	return rec, d
+}
+
+// TestSDKGuestStartsLikeUpstream: a module built with scheduler/guest,
+// given a _start by cmd/wasmstart, starts as upstream's host starts a
+// guest (only _start runs) and filters.
+func TestSDKGuestStartsLikeUpstream(t *testing.T) {
+	code, err := os.ReadFile(guestPath(t, "labelfilter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/labelfilter.wasm"
+	if err := os.WriteFile(path, code, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("go", "run", "../guest/cmd/wasmstart", path).CombinedOutput(); err != nil {
+		t.Fatalf("wasmstart: %v\n%s", err, out)
+	}
+	a := args(t, "labelfilter")
+	a.GuestPath = path
+	pl, err := Load(context.Background(), "labelfilter", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.(*Plugin).Close()
+	if p := pl.(*Plugin); p.start != "_start" {
+		t.Fatalf("start function %q, want _start", p.start)
+	}
+	prof := &scheduler.Profile{Name: "p"}
+	prof.AddPlugin(pl, 1)
+	snap := scheduler.NewSnapshot(1, []*scheduler.NodeInfo{
+		scheduler.NewNodeInfo(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"zone": "1"}}}, 1),
+		scheduler.NewNodeInfo(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: map[string]string{"zone": "2"}}}, 1),
+	})
+	pod := scheduler.NewPodInfo(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "d"}, Spec: v1.PodSpec{NodeSelector: map[string]string{"zone": "2"}}})
+	if d := scheduler.Cycle(context.Background(), prof, scheduler.NewCycleState(snap, 1), pod, 0); d.Node != "b" {
+		t.Fatalf("node %q: %s", d.Node, d.Message())
+	}
 }
