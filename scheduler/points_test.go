@@ -3,9 +3,12 @@ package scheduler
 import (
 	"context"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/jetplane/jetplane/projections"
 )
 
 // narrowing is a PreFilterResultPlugin naming nodes.
@@ -86,5 +89,54 @@ func TestInterestedFollowsRegisteredEvents(t *testing.T) {
 		if got := prof.Interested(ctx, tc.by, tc.resource, tc.action); got != tc.want {
 			t.Errorf("%v on %s %b: %v, want %v", tc.by, tc.resource, tc.action, got, tc.want)
 		}
+	}
+}
+
+// waiter makes every pod wait on Permit and counts PostBind.
+type waiter struct{ postBound chan string }
+
+func (*waiter) Name() string { return "Waiter" }
+func (*waiter) Permit(context.Context, *CycleState, *PodInfo, string) (*Status, time.Duration) {
+	return NewStatus(Wait), time.Minute
+}
+func (w *waiter) PostBind(_ context.Context, _ *CycleState, p *PodInfo, node string) {
+	w.postBound <- p.Key + "@" + node
+}
+
+// TestPermitWaitThenAllow: a pod Permit makes wait is not bound until it
+// is allowed; then it binds and PostBind runs once the Bound event lands.
+func TestPermitWaitThenAllow(t *testing.T) {
+	profiles, err := DefaultConfig().Build(DefaultRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &waiter{postBound: make(chan string, 1)}
+	profiles[DefaultSchedulerName].AddPlugin(w, 1)
+	c := newCluster(t, profiles)
+	c.apply(fixtureNode(t, "n1", attrs(nil), 0), fixturePod(t, "default/w", attrs(nil), 0))
+	res, err := c.sched.Schedule(c.ctx, c.pod("default", "w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Conditions) == 0 || res.Conditions[0].Reason != "WaitingOnPermit" {
+		t.Fatalf("conditions %v", res.Conditions)
+	}
+	if again, _ := c.sched.Schedule(c.ctx, c.pod("default", "w")); !again.KeepStatus {
+		t.Fatal("a waiting pod was scheduled again")
+	}
+	if n := c.pod("default", "w").GetSpec().GetFields()["nodeName"].GetStringValue(); n != "" {
+		t.Fatalf("bound to %s before it was allowed", n)
+	}
+	if !c.sched.AllowWaitingPod("uid-w") {
+		t.Fatal("the pod was not waiting")
+	}
+	c.waitBound([]projections.Key{{Kind: "Pod", Namespace: "default", Name: "w"}})
+	select {
+	case got := <-w.postBound:
+		if got != "default/w@n1" {
+			t.Fatalf("PostBind %s", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("PostBind did not run")
 	}
 }
