@@ -316,7 +316,7 @@ func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcil
 	name := ProfileName(pod)
 	prof := s.cfg.Profiles[name]
 	if prof == nil {
-		return reconcilers.Result{Phase: "Pending", Message: fmt.Sprintf("waiting for scheduler %q", name)}, nil
+		return podScheduled(false, "SchedulerNotFound", fmt.Sprintf("waiting for scheduler %q: no profile of this name", name)), nil
 	}
 	pi := NewPodInfo(pod)
 	key := projections.ObjectKey(obj)
@@ -479,8 +479,13 @@ func podScheduled(ok bool, reason, msg string) reconcilers.Result {
 		"phase":      string(v1.PodPending),
 		"conditions": []any{map[string]any{"type": PodScheduled, "status": status, "reason": reason, "message": msg}},
 	})
-	return reconcilers.Result{Phase: "Pending", Message: msg, Details: details,
-		Conditions: []*schemas.Condition{{Type: PodScheduled, Status: status, Reason: reason, Message: msg}}}
+	conds := []*schemas.Condition{{Type: PodScheduled, Status: status, Reason: reason, Message: msg}}
+	if !ok {
+		// Without it the runtime would record the run's success as
+		// Ready=True: a pod no node takes is not ready.
+		conds = append(conds, &schemas.Condition{Type: reconcilers.ConditionReady, Status: "False", Reason: reason, Message: msg})
+	}
+	return reconcilers.Result{Phase: "Pending", Message: msg, Details: details, Conditions: conds}
 }
 
 // runCycle runs the scheduling cycle under the cycle lock: the plugins
