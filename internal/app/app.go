@@ -111,6 +111,10 @@ type App struct {
 	listener  net.Listener
 	seal      *seal.Sealer // nil without a key file (secrets.go)
 	pods      *pods
+	// controllers is the door of out-of-process controllers' writes
+	// (controllers.go); nil with an outside NATS.
+	controllers *gate.Controllers
+	ctlKinds    *controllerKinds
 }
 
 // New starts the log and builds every part; Run starts them.
@@ -215,7 +219,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.runtime.Handles, Logger: cfg.Logger}); err != nil {
+	if a.controllers, err = a.newControllers(); err != nil {
+		return nil, err
+	}
+	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.finalizes, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	if err := a.podServices(a.gate); err != nil {
@@ -440,6 +447,7 @@ func (a *App) Run(ctx context.Context) error {
 	rtDone := make(chan error, 1)
 	go func() { rtDone <- a.runtime.Start(rctx) }()
 	podsDone := a.runPods(rctx)
+	a.serveControllers(rctx)
 
 	bctx, stopBridge := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBridge()
