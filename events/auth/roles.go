@@ -2,6 +2,7 @@ package auth
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -193,6 +194,8 @@ func ControllerPermissions(name string) *server.Permissions {
 	pub := append(sub.Publish.Allow,
 		events.ControllerSubject(name),
 		"$JS.API.CONSUMER.UNPIN."+events.StreamName+".*",
+		// its projection's reads delete their consumers when they end
+		"$JS.API.CONSUMER.DELETE."+events.StreamName+".*",
 		"$JS.API.STREAM.CREATE."+kv,
 		"$JS.API.STREAM.UPDATE."+kv,
 		"$JS.API.STREAM.INFO."+kv,
@@ -208,8 +211,13 @@ func ControllerPermissions(name string) *server.Permissions {
 		"$JS.ACK."+kv+".>",
 		"$JS.FC."+kv+".>",
 	)
+	deny := slices.Clone(runtimeConsumers())
+	for p := range events.MaxPartitions {
+		n := events.PartitionConsumer("", p)
+		deny = append(deny, "$JS.API.CONSUMER.DELETE."+events.StreamName+"."+n, "$JS.API.CONSUMER.UNPIN."+events.StreamName+"."+n)
+	}
 	return &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: pub, Deny: runtimeConsumers()},
+		Publish:   &server.SubjectPermission{Allow: pub, Deny: deny},
 		Subscribe: &server.SubjectPermission{Allow: []string{InboxPrefix(RoleController, name) + ".>"}},
 	}
 }

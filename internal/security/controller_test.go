@@ -144,6 +144,8 @@ spec: {size: 1}
 		"$KV." + events.MembersBucket + ".member.x",
 		"$KV." + events.ControllerBucket("gadgets") + ".member.x",
 		"$JS.API.CONSUMER.CREATE." + events.StreamName + "." + events.PartitionConsumer("", 0),
+		"$JS.API.CONSUMER.DELETE." + events.StreamName + "." + events.PartitionConsumer("", 1),
+		"$JS.API.CONSUMER.UNPIN." + events.StreamName + "." + events.PartitionConsumer("", 2),
 	} {
 		if err := nc.Publish(subj, []byte("forged")); err != nil {
 			t.Fatal(err)
