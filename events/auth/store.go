@@ -100,7 +100,7 @@ func (s *Store) Create(role Role, name string) ([]byte, error) {
 // CreateWithKinds is Create for a role that takes kinds: a controller's
 // kinds, as keys name them (Widget.example.com). A kind belongs to one
 // live controller credential at most: a second one claiming it is
-// refused, so two controllers never run one kind (decision 0050).
+// refused, so two controllers never run one kind (decision 0049).
 func (s *Store) CreateWithKinds(role Role, name string, kinds []string) ([]byte, error) {
 	if !slices.Contains(Roles, role) {
 		return nil, fmt.Errorf("role %q: use one of subscriber, node, controller", role)

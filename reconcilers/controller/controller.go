@@ -9,10 +9,10 @@
 // create --role controller --kinds Widget.example.com NAME`): it reads the
 // log, and writes only the status and finalization of its own kinds,
 // through the jetplane instances, which check every write (decision
-// 0049). Its replicas share membership among themselves (a bucket of
+// 0050). Its replicas share membership among themselves (a bucket of
 // their own), so controllers of different kinds scale independently. A
 // kind has one controller: the credentials store refuses a second one
-// claiming it.
+// claiming it (decision 0049).
 //
 //	type widgets struct{}
 //
