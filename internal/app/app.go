@@ -222,7 +222,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.controllers, err = a.newControllers(); err != nil {
 		return nil, err
 	}
-	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.finalizes, Logger: cfg.Logger}); err != nil {
+	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.finalizes, AtomicGroups: cfg.SyncAlways, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	if err := a.podServices(a.gate); err != nil {
