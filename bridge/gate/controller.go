@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/projections"
@@ -151,12 +151,10 @@ func (c *Controllers) check(controller string, e events.Entry) (events.Entry, er
 	out := &schemas.Event{Id: ev.GetId(), Type: ev.GetType(), Key: ev.GetKey(), Actor: ev.GetActor(), Time: ev.GetTime(), Cause: ev.GetCause()}
 	switch ev.GetType() {
 	case schemas.EventType_EVENT_TYPE_STATUS_CHANGED:
-		rest := proto.CloneOf(ev.GetObject())
-		if rest == nil || rest.Status == nil {
+		if ev.GetObject().GetStatus() == nil {
 			return e, refused("%s: a status change without a status", k)
 		}
-		rest.Status = nil
-		if proto.Size(rest) != 0 {
+		if !statusOnly(ev.GetObject()) {
 			return e, refused("%s: a controller writes status only, never spec or metadata", k)
 		}
 		if c.cfg.State.Get(k) == nil {
@@ -178,4 +176,15 @@ func (c *Controllers) check(controller string, e events.Entry) (events.Entry, er
 		return e, refused("%s: a controller's write names the version it read", k)
 	}
 	return events.Entry{Event: out, Expect: e.Expect}, nil
+}
+
+// statusOnly reports whether o sets no field but its status (unknown
+// fields included).
+func statusOnly(o *schemas.Object) bool {
+	only := len(o.ProtoReflect().GetUnknown()) == 0
+	o.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		only = only && fd.Name() == "status"
+		return only
+	})
+	return only
 }
