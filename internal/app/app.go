@@ -62,6 +62,10 @@ type Config struct {
 	// embedded server fsyncs every SyncInterval (default 2 min).
 	SyncAlways   bool
 	SyncInterval time.Duration
+	// AtomicGroups overrides how the gate commits concurrent
+	// single-object writes together (decision 0051): as atomic batches
+	// (default with SyncAlways) or pipelined (default otherwise).
+	AtomicGroups *bool
 	Log          events.Config
 	// Tokens maps API bearer tokens to user names (admins); with
 	// Principals also empty, the API is open.
@@ -222,7 +226,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.controllers, err = a.newControllers(); err != nil {
 		return nil, err
 	}
-	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.finalizes, AtomicGroups: cfg.SyncAlways, Logger: cfg.Logger}); err != nil {
+	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.finalizes, AtomicGroups: atomicGroups(cfg), Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	if err := a.podServices(a.gate); err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/events/auth"
 	"github.com/jetplane/jetplane/internal/app"
 	"github.com/jetplane/jetplane/reconcilers"
@@ -120,4 +121,35 @@ func benchCreds(b *testing.B, data string) string {
 		b.Fatal(err)
 	}
 	return path
+}
+
+// BenchmarkSingleObjectApply applies 10,000 new objects one a request, 16
+// requests in flight, that the reconciler of BenchmarkReconcile reports
+// Ready: the single-object form of BenchmarkCompareKube without the
+// Kubernetes side, at default durability and with --sync=always, its
+// concurrent writes committed as atomic batches or pipelined.
+func BenchmarkSingleObjectApply(b *testing.B) {
+	const n = 10_000
+	yes, no := true, false
+	for _, c := range []struct {
+		name   string
+		always bool
+		atomic *bool
+	}{
+		{"sync=default", false, nil},
+		{"sync=always/atomic", true, &yes},
+		{"sync=always/pipelined", true, &no},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				a, cl := startApp(b, app.Config{SyncAlways: c.always, AtomicGroups: c.atomic, Reconcilers: []reconcilers.Reconciler{benchReconciler()},
+					Queue: queue.Config{MaxRunning: 8}, APILimits: api.Limits{Rate: -1}})
+				w := watchReady(b, a.Store(), 1, n)
+				cpu0, t0 := cpuTime(), time.Now()
+				sent := burstSingle(b, cl, n, 16)
+				<-w.done
+				reportBurst(b, n, time.Since(t0), cpuTime()-cpu0, sent, w)
+			}
+		})
+	}
 }

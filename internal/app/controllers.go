@@ -62,3 +62,11 @@ func (a *App) serveControllers(ctx context.Context) {
 		}
 	}()
 }
+
+// atomicGroups is how the gate commits concurrent single-object writes.
+func atomicGroups(cfg Config) bool {
+	if cfg.AtomicGroups != nil {
+		return *cfg.AtomicGroups
+	}
+	return cfg.SyncAlways
+}
