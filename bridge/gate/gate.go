@@ -98,6 +98,10 @@ type Config struct {
 	// they are to be stored (KindCheck.Admit); nil takes every kind as
 	// written.
 	Admit func([]*schemas.Object) ([]*schemas.Object, error)
+	// AtomicGroups commits concurrent single-object writes as one atomic
+	// batch (one fsync, for a log that fsyncs every write); otherwise
+	// they are pipelined together (commit.go, decision 0051).
+	AtomicGroups bool
 	// Now is the clock; default time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -105,7 +109,8 @@ type Config struct {
 
 // Gate validates and records desired state. Safe for concurrent use.
 type Gate struct {
-	cfg Config
+	cfg   Config
+	group *groupWriter
 }
 
 // New validates cfg and returns a gate.
@@ -129,7 +134,7 @@ func New(cfg Config) (*Gate, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Gate{cfg: cfg}, nil
+	return &Gate{cfg: cfg, group: newGroupWriter(cfg.Log, cfg.AtomicGroups)}, nil
 }
 
 // Action says what an apply did to one object.
@@ -408,7 +413,16 @@ func (g *Gate) absentVersion(ctx context.Context, k projections.Key) (*schemas.O
 func (g *Gate) write(ctx context.Context, entries []events.Entry) (last uint64, dup bool, err error) {
 	for len(entries) > 0 {
 		n := min(len(entries), events.MaxBatch)
-		res, err := g.cfg.Log.AppendBatch(ctx, entries[:n])
+		var res []events.Result
+		var err error
+		if n == 1 {
+			// One object: committed with other requests' (commit.go).
+			var r events.Result
+			r, err = g.group.write(ctx, entries[0])
+			res = []events.Result{r}
+		} else {
+			res, err = g.cfg.Log.AppendBatch(ctx, entries[:n])
+		}
 		switch {
 		case errors.Is(err, events.ErrDuplicate):
 			// The same idempotency key landed before: nothing to add.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -41,6 +42,10 @@ Roles:
   node        the node agent of node NAME: heartbeat in JP_NODES under NAME,
               watch NAME's keys in JP_NODEWORK, publish on jp.node.NAME.>
               (status requests and logs), read images; nothing else
+  controller  an out-of-process controller of --kinds: read the log like a
+              subscriber, keep its replicas' membership in its own bucket,
+              and write status and finalization of its kinds only, through
+              the instances (see the README, "Write a controller")
 
 Connect with the NKey seed in the file and the inbox prefix its comment names:
   nats --server nats://127.0.0.1:4222 --nkey audit.creds --inbox-prefix _INBOX.sub.audit stream info JP_EVENTS`,
@@ -53,18 +58,20 @@ Connect with the NKey seed in the file and the inbox prefix its comment names:
 	pf.StringVar(&dir, "auth-dir", "", "credentials store, if not DATA/auth")
 
 	var role, out string
+	var kinds []string
 	create := &cobra.Command{
-		Use:   "create --role subscriber|node NAME",
+		Use:   "create --role subscriber|node|controller [--kinds KIND,...] NAME",
 		Short: "Create a credential and print its creds file (or write it with -o, mode 0600)",
 		Example: `  jetplane creds create --role subscriber audit -o audit.creds
-  jetplane creds create --role node worker-1 > worker-1.creds`,
+  jetplane creds create --role node worker-1 > worker-1.creds
+  jetplane creds create --role controller --kinds Widget.example.com widgets -o widgets.creds`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := store()
 			if err != nil {
 				return err
 			}
-			data, err := s.Create(auth.Role(role), args[0])
+			data, err := s.CreateWithKinds(auth.Role(role), args[0], kinds)
 			if err != nil {
 				return err
 			}
@@ -80,7 +87,8 @@ Connect with the NKey seed in the file and the inbox prefix its comment names:
 			return nil
 		},
 	}
-	create.Flags().StringVar(&role, "role", "", "subscriber or node (required)")
+	create.Flags().StringVar(&role, "role", "", "subscriber, node or controller (required)")
+	create.Flags().StringSliceVar(&kinds, "kinds", nil, "the kinds a controller runs, as keys name them (Widget.example.com); one kind has one controller")
 	create.Flags().StringVarP(&out, "output", "o", "", "write the creds file here (mode 0600) instead of stdout")
 	_ = create.MarkFlagRequired("role")
 
@@ -102,6 +110,9 @@ Connect with the NKey seed in the file and the inbox prefix its comment names:
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tROLE\tCREATED\tREVOKED\tKEY")
 			for _, c := range list {
+				if len(c.Kinds) > 0 {
+					c.Role += auth.Role("(" + strings.Join(c.Kinds, ",") + ")")
+				}
 				revoked := "-"
 				if c.Revoked != nil {
 					revoked = c.Revoked.Format(time.RFC3339)

@@ -63,6 +63,10 @@ type Config struct {
 	// embedded server fsyncs every SyncInterval (default 2 min).
 	SyncAlways   bool
 	SyncInterval time.Duration
+	// AtomicGroups overrides how the gate commits concurrent
+	// single-object writes together (decision 0051): as atomic batches
+	// (default with SyncAlways) or pipelined (default otherwise).
+	AtomicGroups *bool
 	Log          events.Config
 	// Tokens maps API bearer tokens to user names (admins); with
 	// Principals also empty, the API is open.
@@ -121,6 +125,10 @@ type App struct {
 	// members is the membership joined through it.
 	memberNC *nats.Conn
 	members  atomic.Pointer[events.Members]
+	// controllers is the door of out-of-process controllers' writes
+	// (controllers.go); nil with an outside NATS.
+	controllers *gate.Controllers
+	ctlKinds    *controllerKinds
 }
 
 // New starts the log and builds every part; Run starts them.
@@ -234,8 +242,14 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	kindCheck := gate.NewKindCheck(a.store, a.runtime.Handles)
-	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.runtime.Handles, Admit: kindCheck.Admit, Sealer: a.seal, Logger: cfg.Logger}); err != nil {
+	if a.controllers, err = a.newControllers(); err != nil {
+		return nil, err
+	}
+	// Kinds a reconciler runs, in this process or as a controller
+	// credential names them, are defined by that code until a
+	// CustomResourceDefinition defines them.
+	kindCheck := gate.NewKindCheck(a.store, a.finalizes)
+	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.finalizes, Admit: kindCheck.Admit, Sealer: a.seal, AtomicGroups: atomicGroups(cfg), Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	if err := a.podServices(a.gate); err != nil {
@@ -515,6 +529,7 @@ func (a *App) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	a.serveControllers(rctx)
 
 	bctx, stopBridge := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBridge()
