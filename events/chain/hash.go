@@ -17,6 +17,16 @@ func (h Head) String() string { return hex.EncodeToString(h[:]) }
 // IsZero reports h_0, the head before any event.
 func (h Head) IsZero() bool { return h == Head{} }
 
+// MarshalText writes the head in hex.
+func (h Head) MarshalText() ([]byte, error) { return []byte(h.String()), nil }
+
+// UnmarshalText reads a head in hex.
+func (h *Head) UnmarshalText(b []byte) error {
+	v, err := ParseHead(string(b))
+	*h = v
+	return err
+}
+
 // ParseHead reads a head written by String.
 func ParseHead(s string) (Head, error) {
 	var h Head

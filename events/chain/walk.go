@@ -10,15 +10,16 @@ import (
 // Break is one place where the stored log is not the log that was
 // written: a range of sequences that is missing, unreadable or changed.
 type Break struct {
-	Kind BreakKind
+	Kind BreakKind `json:"kind"`
 	// First and Last are the sequences affected (Last 0: to the end of
 	// what is known).
-	First, Last uint64
+	First uint64 `json:"first"`
+	Last  uint64 `json:"last"`
 	// File and Offset say where in the store (empty for a log cut short
 	// at its end).
-	File   string
-	Offset int64
-	Detail string
+	File   string `json:"file,omitempty"`
+	Offset int64  `json:"offset,omitempty"`
+	Detail string `json:"detail"`
 }
 
 // BreakKind classifies a Break.

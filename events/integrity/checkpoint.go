@@ -245,3 +245,30 @@ func writeAtomic(path string, data []byte, perm os.FileMode) error {
 	}
 	return nil
 }
+
+// LoadCheckpoints reads the checkpoints of an integrity directory without
+// changing it (an offline verify of a stopped instance's data): each must
+// be signed by the instance key kept there, or, when the key file is
+// gone, by the key of the first checkpoint.
+func LoadCheckpoints(dir string) ([]Checkpoint, error) {
+	cps, err := readCheckpoints(filepath.Join(dir, CheckpointsFile))
+	if err != nil || len(cps) == 0 {
+		return cps, err
+	}
+	var trusted ed25519.PublicKey
+	if b, err := os.ReadFile(filepath.Join(dir, KeyFile)); err == nil {
+		seed, err := base64.StdEncoding.DecodeString(string(bytes.TrimSpace(b)))
+		if err != nil || len(seed) != ed25519.SeedSize {
+			return nil, fmt.Errorf("integrity: %s is not an instance key", filepath.Join(dir, KeyFile))
+		}
+		trusted = ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
+	} else if k, err := base64.StdEncoding.DecodeString(cps[0].Key); err == nil {
+		trusted = k
+	}
+	for _, c := range cps {
+		if err := c.Check(trusted); err != nil {
+			return nil, fmt.Errorf("integrity: %s: %w", filepath.Join(dir, CheckpointsFile), err)
+		}
+	}
+	return cps, nil
+}

@@ -18,7 +18,7 @@ type Report struct {
 	From uint64 `json:"from"`
 	// Last is the last sequence read and Head the chain head after it.
 	Last uint64     `json:"last"`
-	Head chain.Head `json:"-"`
+	Head chain.Head `json:"head"`
 	// Events counts the events chained.
 	Events uint64 `json:"events"`
 	// Checkpoint is the latest checkpoint the log was held to, if any;

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,6 +29,7 @@ import (
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/events/auth"
 	"github.com/jetplane/jetplane/events/embedded"
+	"github.com/jetplane/jetplane/events/integrity"
 	"github.com/jetplane/jetplane/internal/retry"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers"
@@ -111,6 +113,12 @@ type App struct {
 	listener  net.Listener
 	seal      *seal.Sealer // nil without a key file (secrets.go)
 	pods      *pods
+
+	// The chain over the stored log (integrity.go); nil with an outside NATS.
+	keeper   *integrity.Keeper
+	monitor  *integrity.Monitor
+	resyncMu sync.Mutex
+	resync   *integrity.Checkpoint // a cluster node taking the log again up to here
 }
 
 // New starts the log and builds every part; Run starts them.
@@ -142,6 +150,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		if port == 0 {
 			port = 4222
 		}
+		if err := a.checkLog(); err != nil {
+			return nil, err
+		}
 		a.srv, err = embedded.Start(embedded.Config{
 			StoreDir: cfg.DataDir, Host: cfg.NATSHost, Port: port, ServerName: cfg.NATSName,
 			SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval, Cluster: cfg.NATSCluster, Logs: cfg.NATSLogs,
@@ -156,15 +167,25 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		cfg.Logger.Info("embedded nats started", "store", cfg.DataDir, "url", a.srv.ClientURL(), "sync_always", cfg.SyncAlways, "credentials", a.srv.Creds().Dir())
 		// A failed append names the store's trouble (a full disk).
 		cfg.Log.StoreError = func(fresh bool) error {
+			if err := a.integrityErr(); err != nil {
+				return err
+			}
 			if fresh {
 				return a.srv.StoreErrorNow()
 			}
 			return a.srv.StoreError()
 		}
 	}
-	var blobs *events.Blobs
-	if a.log, blobs, err = openLog(ctx, a.nc, cfg.Log, cfg.Logger); err != nil {
+	var rawBlobs *events.Blobs
+	if a.log, rawBlobs, err = openLog(ctx, a.nc, cfg.Log, cfg.Logger); err != nil {
 		return nil, err
+	}
+	var blobs projections.Blobs = rawBlobs
+	if a.keeper != nil {
+		// Only a snapshot whose bytes this instance stored is used.
+		if blobs, err = integrity.NewSnapshots(rawBlobs, a.keeper.Dir(), cfg.Logger); err != nil {
+			return nil, err
+		}
 	}
 	if checkAppendOnly {
 		// An outside deployment is not ours to trust: refuse a log that
@@ -243,6 +264,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		Gate: a.gate, Store: a.store, Charts: charts, Backup: a.backup, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters, NextRun: a.runtime.NextRun,
 		Tokens: cfg.Tokens, Principals: cfg.Principals, Registerer: reg, Gatherer: reg, Logger: cfg.Logger, Pods: a.pods,
 		Reconciler: a.reconcilerOf, Version: a.version(), Console: console.Handler(), Partitions: a.log.PartitionHolders,
+		Integrity: a.integrityAPI(),
 	}); err != nil {
 		return nil, err
 	}
@@ -301,6 +323,10 @@ func (a *App) ready() error {
 		// The log cannot be written (a full disk): not ready until it
 		// can, which the embedded server sees to once there is room.
 		if err := a.srv.StoreError(); err != nil {
+			return err
+		}
+		// A damaged log takes no writes until it is restored.
+		if err := a.integrityErr(); err != nil {
 			return err
 		}
 	}
@@ -440,6 +466,9 @@ func (a *App) Run(ctx context.Context) error {
 	rtDone := make(chan error, 1)
 	go func() { rtDone <- a.runtime.Start(rctx) }()
 	podsDone := a.runPods(rctx)
+	ictx, stopIntegrity := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopIntegrity()
+	integrityDone := a.runIntegrity(ictx)
 
 	bctx, stopBridge := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBridge()
@@ -497,6 +526,8 @@ func (a *App) Run(ctx context.Context) error {
 	a.cfg.Logger.Info("stopping the projection")
 	stopProjector()
 	<-projDone
+	stopIntegrity()
+	<-integrityDone
 	if a.projector.Ready() {
 		snap, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -516,5 +547,9 @@ func (a *App) close() {
 	}
 	if a.srv != nil {
 		a.srv.Shutdown()
+	}
+	if a.monitor != nil {
+		// The files are complete now: sign where the log ends.
+		a.monitor.Close()
 	}
 }
