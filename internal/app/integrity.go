@@ -23,6 +23,23 @@ import (
 // peers.
 func (a *App) checkLog() error {
 	cfg := a.cfg
+	// Sealed Secrets need the key file they were sealed under: never a
+	// new one made in its place.
+	keyPath := cfg.EncryptionKeyFile
+	if keyPath == "" {
+		authDir := cfg.NATSAuthDir
+		if authDir == "" {
+			authDir = filepath.Join(cfg.DataDir, "auth")
+		}
+		keyPath = filepath.Join(authDir, "encryption.keys")
+	}
+	needed, err := sealedUnder(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("integrity: reading the data keys: %w", err)
+	}
+	if err := checkKeyFile(keyPath, needed); err != nil {
+		return err
+	}
 	dir := filepath.Join(cfg.DataDir, "integrity")
 	keeper, err := integrity.OpenKeeper(dir, events.StreamName)
 	if err != nil {
