@@ -107,14 +107,19 @@ func (w *Walker) Step(final bool, at func(seq uint64, h Head) error) ([]Break, e
 		w.block, w.off = 0, 0
 	}
 	prevIndex := w.block
+	// gone names block files missing before the one being read; the gap
+	// in sequences they leave carries it.
+	gone, goneFrom := "", uint32(0)
 	for bi, b := range blocks {
 		if b.Index < w.block {
 			continue
 		}
 		if b.Index != w.block {
-			if prevIndex != 0 && b.Index > prevIndex+1 {
-				add(Break{Kind: Missing, First: w.Next, File: filepath.Join(w.store.Dir, fmt.Sprintf("%d.blk", prevIndex+1)),
-					Detail: fmt.Sprintf("block files %d.blk to %d.blk are missing", prevIndex+1, b.Index-1)})
+			switch {
+			case prevIndex == 0 && w.Next == 1 && b.Index > 1:
+				gone, goneFrom = fmt.Sprintf("block files 1.blk to %d.blk are missing", b.Index-1), 1
+			case prevIndex != 0 && b.Index > prevIndex+1:
+				gone, goneFrom = fmt.Sprintf("block files %d.blk to %d.blk are missing", prevIndex+1, b.Index-1), prevIndex+1
 			}
 			w.block, w.off = b.Index, 0
 		}
@@ -135,9 +140,15 @@ func (w *Walker) Step(final bool, at func(seq uint64, h Head) error) ([]Break, e
 				return nil
 			}
 			if e.Seq > w.Next {
-				add(Break{Kind: Missing, First: w.Next, Last: e.Seq - 1, File: b.Path, Offset: off,
-					Detail: fmt.Sprintf("the log goes on at sequence %d here", e.Seq)})
+				br := Break{Kind: Missing, First: w.Next, Last: e.Seq - 1, File: b.Path, Offset: off,
+					Detail: fmt.Sprintf("the log goes on at sequence %d here", e.Seq)}
+				if gone != "" {
+					br.File, br.Offset = filepath.Join(w.store.Dir, fmt.Sprintf("%d.blk", goneFrom)), 0
+					br.Detail = gone + "; " + br.Detail
+				}
+				add(br)
 			}
+			gone = ""
 			w.Head = w.h.Next(w.Head, e)
 			w.Next = e.Seq + 1
 			w.Events++

@@ -35,6 +35,9 @@ type Checkpoint struct {
 	// Signed(), both in standard base64.
 	Key string `json:"key"`
 	Sig string `json:"sig"`
+	// Block is the index of the block file Seq was stored in: a hint
+	// (not signed) that names the files missing from a log cut short.
+	Block uint32 `json:"block,omitempty"`
 }
 
 // Signed is the exact text a checkpoint's signature covers:
@@ -150,8 +153,8 @@ const (
 
 // Add signs a checkpoint of seq and head and stores it (written and synced
 // before Add returns).
-func (k *Keeper) Add(seq uint64, head chain.Head, now time.Time) (Checkpoint, error) {
-	c := Checkpoint{Stream: k.stream, Seq: seq, Head: head.String(), Time: now.UTC(), Key: base64.StdEncoding.EncodeToString(k.Public())}
+func (k *Keeper) Add(seq uint64, head chain.Head, now time.Time, block uint32) (Checkpoint, error) {
+	c := Checkpoint{Stream: k.stream, Seq: seq, Head: head.String(), Time: now.UTC(), Key: base64.StdEncoding.EncodeToString(k.Public()), Block: block}
 	c.Sig = base64.StdEncoding.EncodeToString(ed25519.Sign(k.priv, c.Signed()))
 	k.mu.Lock()
 	defer k.mu.Unlock()

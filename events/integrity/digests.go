@@ -111,3 +111,27 @@ func (s *Snapshots) Delete(ctx context.Context, name string) error {
 	delete(s.digests, name)
 	return s.save()
 }
+
+// Missing names the snapshots this instance stored that the store no
+// longer holds (nothing is lost: the projection is rebuilt from the log),
+// after logging each.
+func (s *Snapshots) Missing(ctx context.Context) ([]string, error) {
+	names, err := s.inner.List(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, n := range names {
+		have[n] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for n := range s.digests {
+		if !have[n] {
+			out = append(out, n)
+			s.logger.Error("a snapshot this instance stored is gone: the projection is rebuilt from the log", "snapshot", n)
+		}
+	}
+	return out, nil
+}

@@ -46,7 +46,7 @@ func sealed(t *testing.T, n int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := k.Add(r.Last, r.Head, time.Now()); err != nil {
+	if _, err := k.Add(r.Last, r.Head, time.Now(), 0); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -229,7 +229,7 @@ func (m *Monitor) checkpoint() {
 		}
 	}
 	m.synced = cur
-	if _, err := m.cfg.Keeper.Add(seq, head, time.Now()); err != nil {
+	if _, err := m.cfg.Keeper.Add(seq, head, time.Now(), cur); err != nil {
 		m.cfg.Logger.Warn("integrity: checkpoint not written", "err", err)
 		return
 	}

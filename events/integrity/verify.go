@@ -3,6 +3,7 @@ package integrity
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -134,6 +135,17 @@ func Verify(store *chain.Store, stream string, cps []Checkpoint, o VerifyOptions
 	r.Breaks = append(breaks, r.Breaks...)
 	r.Last, r.Head, r.Events, r.w = w.Next-1, w.Head, w.Events, w
 	r.shortAgainst(cps)
+	if n := len(r.Breaks); n > 0 && r.Breaks[n-1].Kind == chain.Short && r.Breaks[n-1].File == "" {
+		// Name the file the log ends in, and the files missing after it.
+		if bs, err := store.Blocks(); err == nil && len(bs) > 0 {
+			lastBlock := bs[len(bs)-1]
+			r.Breaks[n-1].File = lastBlock.Path
+			if cp := r.Checkpoint; cp != nil && cp.Block > lastBlock.Index {
+				r.Breaks[n-1].File = filepath.Join(store.Dir, fmt.Sprintf("%d.blk", lastBlock.Index+1))
+				r.Breaks[n-1].Detail += fmt.Sprintf("; block files %d.blk to %d.blk are missing", lastBlock.Index+1, cp.Block)
+			}
+		}
+	}
 	r.Elapsed = time.Since(start)
 	return r, nil
 }

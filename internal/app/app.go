@@ -183,9 +183,14 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	var blobs projections.Blobs = rawBlobs
 	if a.keeper != nil {
 		// Only a snapshot whose bytes this instance stored is used.
-		if blobs, err = integrity.NewSnapshots(rawBlobs, a.keeper.Dir(), cfg.Logger); err != nil {
+		snaps, err := integrity.NewSnapshots(rawBlobs, a.keeper.Dir(), cfg.Logger)
+		if err != nil {
 			return nil, err
 		}
+		if _, err := snaps.Missing(ctx); err != nil {
+			cfg.Logger.Warn("integrity: listing snapshots failed", "err", err)
+		}
+		blobs = snaps
 	}
 	if checkAppendOnly {
 		// An outside deployment is not ours to trust: refuse a log that

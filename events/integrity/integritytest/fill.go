@@ -6,6 +6,7 @@ package integritytest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -17,8 +18,11 @@ import (
 )
 
 // Event is a small Applied event of a ConfigMap named cm-<i>.
-func Event(i int) *schemas.Event {
-	spec, _ := structpb.NewStruct(map[string]any{"LOG_LEVEL": "info", "replicas": float64(3), "i": float64(i)})
+func Event(i int) *schemas.Event { return PaddedEvent(i, 0) }
+
+// PaddedEvent is Event with pad more bytes of data.
+func PaddedEvent(i, pad int) *schemas.Event {
+	spec, _ := structpb.NewStruct(map[string]any{"LOG_LEVEL": "info", "replicas": float64(3), "i": float64(i), "pad": strings.Repeat("p", pad)})
 	k := &schemas.ObjectKey{Kind: "ConfigMap", Namespace: "audit", Name: fmt.Sprintf("cm-%d", i)}
 	return &schemas.Event{
 		Type: schemas.EventType_EVENT_TYPE_APPLIED, Key: k, Actor: "user/audit", Time: timestamppb.Now(),
@@ -29,9 +33,12 @@ func Event(i int) *schemas.Event {
 }
 
 // Fill starts an embedded server on dir, appends n events from offset
-// first on, and stops the server. Block files are at most blockBytes
-// each when blockBytes > 0 (small blocks give a test many files).
-func Fill(tb testing.TB, dir string, first, n int) {
+// first on, and stops the server.
+func Fill(tb testing.TB, dir string, first, n int) { FillPadded(tb, dir, first, n, 0) }
+
+// FillPadded is Fill with events of pad more bytes (the server's block
+// files hold 8 MiB each: large events give a test several files).
+func FillPadded(tb testing.TB, dir string, first, n, pad int) {
 	tb.Helper()
 	srv, err := embedded.Start(embedded.Config{StoreDir: dir, Port: -1})
 	if err != nil {
@@ -51,7 +58,7 @@ func Fill(tb testing.TB, dir string, first, n int) {
 	for start := 0; start < n; start += events.MaxBatch {
 		entries := make([]events.Entry, min(events.MaxBatch, n-start))
 		for j := range entries {
-			entries[j] = events.Entry{Event: Event(first + start + j), Expect: events.AnyVersion}
+			entries[j] = events.Entry{Event: PaddedEvent(first+start+j, pad), Expect: events.AnyVersion}
 		}
 		if _, errs := l.AppendAsync(ctx, entries); errs != nil {
 			tb.Fatal(errs)
