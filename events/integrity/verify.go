@@ -28,6 +28,8 @@ type Report struct {
 	Matched    int           `json:"matched"`
 	Breaks     []chain.Break `json:"breaks,omitempty"`
 	Elapsed    time.Duration `json:"elapsed"`
+	// HeadAt is the head after VerifyOptions.HeadAt, when the log reached it.
+	HeadAt *chain.Head `json:"headAt,omitempty"`
 
 	w *chain.Walker // where the walk stopped, for the running check to go on
 }
@@ -72,6 +74,8 @@ type VerifyOptions struct {
 	// Running: a server may be writing the files (a record cut short at
 	// the end is a write in progress).
 	Running bool
+	// HeadAt asks for the head after this sequence (Report.HeadAt).
+	HeadAt uint64
 }
 
 // Verify walks the stored log in store, holding it to cps (oldest first,
@@ -113,6 +117,10 @@ func Verify(store *chain.Store, stream string, cps []Checkpoint, o VerifyOptions
 	w := chain.NewWalker(store, next, head)
 	lastGood := next - 1
 	breaks, err := w.Step(!o.Running, func(seq uint64, h chain.Head) error {
+		if seq == o.HeadAt {
+			hh := h
+			r.HeadAt = &hh
+		}
 		want, ok := heads[seq]
 		if !ok {
 			return nil
