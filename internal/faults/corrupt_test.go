@@ -360,7 +360,9 @@ func TestCorruption(t *testing.T) {
 			dir := t.TempDir()
 			copyTree(t, tmpl, dir)
 			file := c.damage(t, dir)
+			began := time.Now()
 			a, logs, stop, err := runApp(t, dir)
+			t.Logf("started in %s", time.Since(began).Round(time.Millisecond))
 			if c.refused != "" {
 				if err == nil {
 					t.Fatalf("serve started; want it refused with %q", c.refused)
@@ -396,11 +398,13 @@ func TestCorruption(t *testing.T) {
 			if code != http.StatusServiceUnavailable || !strings.Contains(body, "sequence") || !strings.Contains(body, file) || !strings.Contains(body, "restore") {
 				t.Fatalf("readyz %d %q; want 503 naming sequences, %s and the fix", code, body, file)
 			}
-			t.Logf("readyz: %s", strings.TrimSpace(body))
+			t.Logf("readyz after %s: %s", time.Since(began).Round(time.Millisecond), strings.TrimSpace(body))
 			if !strings.Contains(logs.String(), "the log is damaged") {
 				t.Fatal("the log names no damage")
 			}
+			stopping := time.Now()
 			stop()
+			t.Logf("stopped in %s", time.Since(stopping).Round(time.Millisecond))
 			// Nothing silently lost: every sequence is readable in the
 			// copy kept aside, or inside a range the report names.
 			accounted(t, dir, body)
