@@ -3,6 +3,7 @@ package integrity
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -148,6 +149,9 @@ func Verify(store *chain.Store, stream string, cps []Checkpoint, o VerifyOptions
 		if bs, err := store.Blocks(); err == nil && len(bs) > 0 {
 			lastBlock := bs[len(bs)-1]
 			r.Breaks[n-1].File = lastBlock.Path
+			if fi, err := os.Stat(lastBlock.Path); err == nil {
+				r.Breaks[n-1].Offset = fi.Size() // where the log ends
+			}
 			if cp := r.Checkpoint; cp != nil && cp.Block > lastBlock.Index {
 				r.Breaks[n-1].File = filepath.Join(store.Dir, fmt.Sprintf("%d.blk", lastBlock.Index+1))
 				r.Breaks[n-1].Detail += fmt.Sprintf("; block files %d.blk to %d.blk are missing", lastBlock.Index+1, cp.Block)
