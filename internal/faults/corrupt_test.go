@@ -3,6 +3,7 @@ package faults_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/bridge/seal"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/events/chain"
 	"github.com/jetplane/jetplane/events/embedded"
@@ -311,6 +313,30 @@ func corruptions() []corruption {
 		}},
 		corruption{name: "key file deleted", refused: "encryption key file", damage: func(t *testing.T, dir string) string {
 			if err := os.Remove(filepath.Join(dir, "auth", "encryption.keys")); err != nil {
+				t.Fatal(err)
+			}
+			return ""
+		}},
+		corruption{name: "key file replaced by a new key", refused: "lacks key ids", damage: func(t *testing.T, dir string) string {
+			path := filepath.Join(dir, "auth", "encryption.keys")
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := seal.RotateKeyFile(path); err != nil {
+				t.Fatal(err)
+			}
+			return ""
+		}},
+		corruption{name: "key file with another key under the same id", refused: "holds other keys", damage: func(t *testing.T, dir string) string {
+			path := filepath.Join(dir, "auth", "encryption.keys")
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+			other := make([]byte, 32)
+			other[0] = 1
+			if err := os.WriteFile(path, []byte(id+" "+base64.StdEncoding.EncodeToString(other)+"\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			return ""
