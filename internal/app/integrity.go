@@ -76,8 +76,10 @@ func (a *App) checkLog() error {
 			fix += "; the damaged files were copied to " + aside
 			integrity.LogReport(cfg.Logger, rep, fix)
 		}
-	} else if rep.Events > 0 || rep.Checkpoint != nil {
+	} else if rep.Checkpoint != nil {
 		cfg.Logger.Info("the log matches its checkpoints", "events", rep.Events, "last_seq", rep.Last, "head", rep.Head.String(), "took", rep.Elapsed.Round(time.Millisecond))
+	} else if rep.Events > 0 {
+		cfg.Logger.Info("the log reads whole; no checkpoint yet, its head is signed from now on", "events", rep.Events, "last_seq", rep.Last, "head", rep.Head.String(), "took", rep.Elapsed.Round(time.Millisecond))
 	}
 	if clustered {
 		fix = "stop this node, move " + filepath.Join(cfg.DataDir, "jetstream") + " aside and start it again: it takes the log from its peers"
