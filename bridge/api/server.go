@@ -97,6 +97,8 @@ type Config struct {
 	Logger     *slog.Logger
 	// Pods serves images and pod logs; nil leaves those routes out.
 	Pods Pods
+	// Integrity verifies the stored log (verify.go); nil answers 501.
+	Integrity Integrity
 }
 
 // Server is the HTTP API. It is an http.Handler.
@@ -171,6 +173,8 @@ func New(cfg Config) (*Server, error) {
 	s.podRoutes()
 	s.route("PUT /v1/charts/{name}/{version}", s.putChart)
 	s.route("GET /v1/backup", s.backup)
+	s.route("GET /v1/verify", s.verify)
+	s.route("GET /v1/checkpoints", s.checkpoints)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	if cfg.Gatherer != nil {
@@ -233,7 +237,7 @@ func (s *Server) route(pattern string, h handler) {
 			}
 		}
 		if err == nil {
-			if ready := s.cfg.Ready(); ready != nil && name != "/v1/history" && name != "/v1/clusters" && name != "/v1/version" {
+			if ready := s.cfg.Ready(); ready != nil && name != "/v1/history" && name != "/v1/clusters" && name != "/v1/version" && name != "/v1/verify" && name != "/v1/checkpoints" {
 				err = httpError(http.StatusServiceUnavailable, "not ready: "+ready.Error())
 			} else if err = s.resolveKind(r, name); err == nil {
 				err = h(sw, r.WithContext(withPrincipal(r.Context(), p)), "user/"+p.Name)

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/events/auth"
 	"github.com/jetplane/jetplane/events/embedded"
+	"github.com/jetplane/jetplane/events/integrity"
 	"github.com/jetplane/jetplane/internal/retry"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers"
@@ -129,6 +131,12 @@ type App struct {
 	// (controllers.go); nil with an outside NATS.
 	controllers *gate.Controllers
 	ctlKinds    *controllerKinds
+
+	// The chain over the stored log (integrity.go); nil with an outside NATS.
+	keeper   *integrity.Keeper
+	monitor  *integrity.Monitor
+	resyncMu sync.Mutex
+	resync   *integrity.Checkpoint // a cluster node taking the log again up to here
 }
 
 // New starts the log and builds every part; Run starts them.
@@ -160,6 +168,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		if port == 0 {
 			port = 4222
 		}
+		if err := a.checkLog(); err != nil {
+			return nil, err
+		}
 		a.srv, err = embedded.Start(embedded.Config{
 			StoreDir: cfg.DataDir, Host: cfg.NATSHost, Port: port, ServerName: cfg.NATSName,
 			SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval, Cluster: cfg.NATSCluster, Logs: cfg.NATSLogs,
@@ -174,15 +185,33 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		cfg.Logger.Info("embedded nats started", "store", cfg.DataDir, "url", a.srv.ClientURL(), "sync_always", cfg.SyncAlways, "credentials", a.srv.Creds().Dir())
 		// A failed append names the store's trouble (a full disk).
 		cfg.Log.StoreError = func(fresh bool) error {
+			if err := a.integrityErr(); err != nil {
+				return err
+			}
 			if fresh {
 				return a.srv.StoreErrorNow()
 			}
 			return a.srv.StoreError()
 		}
 	}
-	var blobs *events.Blobs
-	if a.log, blobs, err = openLog(ctx, a.nc, cfg.Log, cfg.Logger); err != nil {
+	var rawBlobs *events.Blobs
+	if a.log, rawBlobs, err = openLog(ctx, a.nc, cfg.Log, cfg.Logger); err != nil {
 		return nil, err
+	}
+	var blobs projections.Blobs
+	if rawBlobs != nil {
+		blobs = rawBlobs // never a nil *events.Blobs in the interface
+	}
+	if a.keeper != nil && rawBlobs != nil {
+		// Only a snapshot whose bytes this instance stored is used.
+		snaps, err := integrity.NewSnapshots(rawBlobs, a.keeper.Dir(), cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := snaps.Missing(ctx); err != nil {
+			cfg.Logger.Warn("integrity: listing snapshots failed", "err", err)
+		}
+		blobs = snaps
 	}
 	if checkAppendOnly {
 		// An outside deployment is not ours to trust: refuse a log that
@@ -277,6 +306,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		Gate: a.gate, Store: a.store, Charts: charts, Backup: a.backup, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters, NextRun: a.runtime.NextRun,
 		Tokens: cfg.Tokens, Principals: cfg.Principals, Registerer: reg, Gatherer: reg, Logger: cfg.Logger, Pods: a.pods,
 		Reconciler: a.reconcilerOf, Defined: kindCheck.Catalog, Version: a.version(), Console: console.Handler(), Partitions: a.log.PartitionHolders,
+		Integrity: a.integrityAPI(),
 	}); err != nil {
 		return nil, err
 	}
@@ -374,6 +404,10 @@ func (a *App) ready() error {
 		// The log cannot be written (a full disk): not ready until it
 		// can, which the embedded server sees to once there is room.
 		if err := a.srv.StoreError(); err != nil {
+			return err
+		}
+		// A damaged log takes no writes until it is restored.
+		if err := a.integrityErr(); err != nil {
 			return err
 		}
 	}
@@ -530,6 +564,9 @@ func (a *App) Run(ctx context.Context) error {
 		}()
 	}
 	a.serveControllers(rctx)
+	ictx, stopIntegrity := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopIntegrity()
+	integrityDone := a.runIntegrity(ictx)
 
 	bctx, stopBridge := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBridge()
@@ -588,6 +625,8 @@ func (a *App) Run(ctx context.Context) error {
 	a.cfg.Logger.Info("stopping the projection")
 	stopProjector()
 	<-projDone
+	stopIntegrity()
+	<-integrityDone
 	if a.projector.Ready() {
 		snap, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -613,5 +652,9 @@ func (a *App) close() {
 	}
 	if a.srv != nil {
 		a.srv.Shutdown()
+	}
+	if a.monitor != nil {
+		// The files are complete now: sign where the log ends.
+		a.monitor.Close()
 	}
 }
