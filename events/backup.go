@@ -29,26 +29,51 @@ type streamHeader struct {
 	Config json.RawMessage `json:"config"`
 	State  json.RawMessage `json:"state"`
 	Bytes  int64           `json:"bytes"`
+	// Chain is the chain head over the stream's events up to the last
+	// one in the backup (the log only; absent when the server's files
+	// could not be read, as with an outside NATS).
+	Chain *ChainHead `json:"chain,omitempty"`
 }
+
+// ChainHead is the hash chain's head after sequence Seq (package
+// events/chain), as a backup carries it.
+type ChainHead struct {
+	Seq  uint64 `json:"seq"`
+	Head string `json:"head"`
+}
+
+// HeadAt returns the chain head of the log after seq, for a backup to
+// carry (nil when it cannot be known).
+type HeadAt func(seq uint64) (*ChainHead, error)
 
 // Backup writes a consistent snapshot of the log and the chart store
 // (JetStream's own stream snapshots, consumers included, so reconcilers
 // resume where they were) to w, while jetplane keeps running. Streams that
 // do not exist yet are skipped. Restore reads it back.
 func Backup(ctx context.Context, nc *nats.Conn, w io.Writer) error {
+	return BackupWithHead(ctx, nc, w, nil)
+}
+
+// BackupWithHead is Backup whose log carries its chain head, from headAt
+// (nil: none), so that a restore can check every event it restores.
+func BackupWithHead(ctx context.Context, nc *nats.Conn, w io.Writer, headAt HeadAt) error {
 	bw := bufio.NewWriter(w)
 	if _, err := bw.WriteString(backupMagic); err != nil {
 		return err
 	}
 	for _, name := range BackupStreams {
-		if err := backupStream(ctx, nc, name, bw); err != nil {
+		var h HeadAt
+		if name == StreamName {
+			h = headAt
+		}
+		if err := backupStream(ctx, nc, name, bw, h); err != nil {
 			return fmt.Errorf("backup %s: %w", name, err)
 		}
 	}
 	return bw.Flush()
 }
 
-func backupStream(ctx context.Context, nc *nats.Conn, name string, w *bufio.Writer) error {
+func backupStream(ctx context.Context, nc *nats.Conn, name string, w *bufio.Writer, headAt HeadAt) error {
 	inbox := nats.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
@@ -100,7 +125,21 @@ func backupStream(ctx context.Context, nc *nats.Conn, name string, w *bufio.Writ
 			}
 		}
 	}
-	hdr, _ := json.Marshal(streamHeader{Name: name, Config: sr.Config, State: sr.State, Bytes: total})
+	sh := streamHeader{Name: name, Config: sr.Config, State: sr.State, Bytes: total}
+	if headAt != nil {
+		var st struct {
+			LastSeq uint64 `json:"last_seq"`
+		}
+		if err := json.Unmarshal(sr.State, &st); err != nil {
+			return fmt.Errorf("snapshot state: %w", err)
+		}
+		if st.LastSeq > 0 {
+			if sh.Chain, err = headAt(st.LastSeq); err != nil {
+				return fmt.Errorf("chain head at %d: %w", st.LastSeq, err)
+			}
+		}
+	}
+	hdr, _ := json.Marshal(sh)
 	if err := binary.Write(w, binary.BigEndian, uint32(len(hdr))); err != nil {
 		return err
 	}
@@ -124,40 +163,78 @@ var ErrStreamExists = errors.New("stream already exists")
 // their configuration, sequences and consumers, so jetplane started on
 // them has the same state and history.
 func Restore(ctx context.Context, nc *nats.Conn, r io.Reader) error {
+	_, err := RestoreWithHead(ctx, nc, r)
+	return err
+}
+
+// RestoreWithHead is Restore that also returns the chain head the
+// backup's log carries (nil for a backup without one), for the caller to
+// check the restored events against.
+func RestoreWithHead(ctx context.Context, nc *nats.Conn, r io.Reader) (*ChainHead, error) {
 	br := bufio.NewReader(r)
 	magic := make([]byte, len(backupMagic))
 	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != backupMagic {
-		return errors.New("restore: not a jetplane backup (it must start with \"jetplane-backup v1\")")
+		return nil, errors.New("restore: not a jetplane backup (it must start with \"jetplane-backup v1\")")
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var head *ChainHead
 	for {
 		var n uint32
 		if err := binary.Read(br, binary.BigEndian, &n); err == io.EOF {
-			return nil
+			return head, nil
 		} else if err != nil {
-			return fmt.Errorf("restore: %w", err)
+			return nil, fmt.Errorf("restore: %w", err)
 		}
 		if n > 1<<20 {
-			return fmt.Errorf("restore: stream header of %d bytes: the backup is damaged", n)
+			return nil, fmt.Errorf("restore: stream header of %d bytes: the backup is damaged", n)
 		}
 		raw := make([]byte, n)
 		if _, err := io.ReadFull(br, raw); err != nil {
-			return fmt.Errorf("restore: %w", err)
+			return nil, fmt.Errorf("restore: %w", err)
 		}
 		var h streamHeader
 		if err := json.Unmarshal(raw, &h); err != nil {
-			return fmt.Errorf("restore: stream header: %w", err)
+			return nil, fmt.Errorf("restore: stream header: %w", err)
 		}
 		if _, err := js.Stream(ctx, h.Name); err == nil {
-			return fmt.Errorf("restore %s: %w; restore into an empty data directory or NATS account", h.Name, ErrStreamExists)
+			return nil, fmt.Errorf("restore %s: %w; restore into an empty data directory or NATS account", h.Name, ErrStreamExists)
 		}
 		if err := restoreStream(ctx, nc, h, io.LimitReader(br, h.Bytes)); err != nil {
-			return fmt.Errorf("restore %s: %w", h.Name, err)
+			return nil, fmt.Errorf("restore %s: %w", h.Name, err)
+		}
+		if h.Name == StreamName && h.Chain != nil {
+			head = h.Chain
 		}
 	}
+}
+
+// BackupHead reads the chain head a backup's log carries (nil when it
+// carries none) from the backup's first bytes.
+func BackupHead(r io.Reader) (*ChainHead, error) {
+	br := bufio.NewReader(r)
+	magic := make([]byte, len(backupMagic))
+	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != backupMagic {
+		return nil, errors.New("not a jetplane backup")
+	}
+	var n uint32
+	if err := binary.Read(br, binary.BigEndian, &n); err != nil || n > 1<<20 {
+		return nil, errors.New("the backup holds no stream")
+	}
+	raw := make([]byte, n)
+	if _, err := io.ReadFull(br, raw); err != nil {
+		return nil, err
+	}
+	var h streamHeader
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return nil, err
+	}
+	if h.Name != StreamName {
+		return nil, nil
+	}
+	return h.Chain, nil
 }
 
 func restoreStream(ctx context.Context, nc *nats.Conn, h streamHeader, data io.Reader) error {

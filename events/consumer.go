@@ -19,6 +19,9 @@ type ConsumerOptions struct {
 	Name string
 	// Filter is a stored-subject filter (PartitionFilter, "jp.ev.>").
 	Filter string
+	// Filters, when set, are several such filters instead of Filter
+	// (KindPartitionFilter of each kind a controller runs).
+	Filters []string
 	// AckWait is how long a delivery may stay unacknowledged before it is
 	// delivered again (default 5 min).
 	AckWait time.Duration
@@ -64,7 +67,12 @@ func (l *Log) Consume(ctx context.Context, opts ConsumerOptions, fn func(Deliver
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		MaxDeliver:    -1,
 	}
-	if opts.Filter != "" {
+	switch {
+	case len(opts.Filters) == 1:
+		cfg.FilterSubject = opts.Filters[0]
+	case len(opts.Filters) > 1:
+		cfg.FilterSubjects = opts.Filters
+	case opts.Filter != "":
 		cfg.FilterSubject = opts.Filter
 	}
 	pull := []jetstream.PullMessagesOpt{jetstream.PullMaxMessages(1024)}

@@ -106,3 +106,31 @@ func (b *KeyBucket) Destroy(ctx context.Context, prefix string) (int, error) {
 	}
 	return n, nil
 }
+
+// WatchDestroyed calls fn with the id of every entry destroyed from now on
+// (by any instance), until ctx ends: instances that cached an unwrapped
+// data key forget it, so destroying a key reaches every instance. It
+// returns once the watch is open.
+func (b *KeyBucket) WatchDestroyed(ctx context.Context, fn func(id string)) error {
+	w, err := b.kv.WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.MetaOnly())
+	if err != nil {
+		return fmt.Errorf("keys: watch: %w", err)
+	}
+	go func() {
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e != nil && e.Operation() != jetstream.KeyValuePut {
+					fn(e.Key())
+				}
+			}
+		}
+	}()
+	return nil
+}

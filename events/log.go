@@ -156,6 +156,22 @@ func partitionsOf(c jetstream.StreamConfig) int {
 	return p
 }
 
+// OnConn is the same log reached through another connection, for work
+// that must not queue behind this connection's traffic: membership
+// heartbeats and the lease (decision 0041), which API reads of large
+// events would otherwise delay past the lease's expiry.
+func (l *Log) OnConn(ctx context.Context, nc *nats.Conn) (*Log, error) {
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(15*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	s, err := js.Stream(ctx, StreamName)
+	if err != nil {
+		return nil, fmt.Errorf("look up stream %s: %w", StreamName, err)
+	}
+	return &Log{nc: nc, js: js, stream: s, partitions: l.partitions, storeErr: l.storeErr}, nil
+}
+
 // Partitions is the number of partitions of the key space.
 func (l *Log) Partitions() int { return l.partitions }
 

@@ -94,6 +94,13 @@ type Members struct {
 // and keeps announcing it until Leave. ctx bounds the joining only. When
 // Join returns, the view already holds every instance announced before.
 func (l *Log) Join(ctx context.Context, instance string, opts MemberOptions) (*Members, error) {
+	return l.join(ctx, MembersBucket, instance, opts)
+}
+
+// join is Join on bucket: the instances' own, or a controller's
+// (ControllerLog), so that each controller's replicas share partitions
+// among themselves only.
+func (l *Log) join(ctx context.Context, bucket, instance string, opts MemberOptions) (*Members, error) {
 	if instance == "" {
 		return nil, errors.New("members: an instance name is required")
 	}
@@ -106,14 +113,14 @@ func (l *Log) Join(ctx context.Context, instance string, opts MemberOptions) (*M
 		return nil, fmt.Errorf("members: %w", err)
 	}
 	kv, err := l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      MembersBucket,
+		Bucket:      bucket,
 		Description: "jetplane instances and their partition claims",
 		History:     1,
 		Replicas:    info.Config.Replicas,
 		Storage:     jetstream.FileStorage,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("members: open bucket %s: %w", MembersBucket, err)
+		return nil, fmt.Errorf("members: open bucket %s: %w", bucket, err)
 	}
 	m := &Members{kv: kv, self: instance, opts: opts, heard: map[string]heard{},
 		changed: make(chan struct{}), claims: map[int]uint64{}, uncertain: map[int]bool{}, claiming: map[int]bool{}, done: make(chan struct{}),
@@ -132,7 +139,7 @@ func (l *Log) Join(ctx context.Context, instance string, opts MemberOptions) (*M
 		return nil, err
 	}
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	updates, err := l.watchMembers(ctx, wctx, opts)
+	updates, err := l.watchMembers(ctx, wctx, bucket, opts)
 	if err != nil {
 		stop()
 		m.leaseTimer.Stop()
@@ -172,10 +179,10 @@ type memberUpdate struct {
 // a read whose server died goes on from where it was on a new consumer
 // (see tail), so that a stall (a leader election) delays the view by about
 // a second, not by tens.
-func (l *Log) watchMembers(within, ctx context.Context, opts MemberOptions) (<-chan memberUpdate, error) {
+func (l *Log) watchMembers(within, ctx context.Context, bucket string, opts MemberOptions) (<-chan memberUpdate, error) {
 	expiry := max(2*time.Second, 4*opts.Heartbeat)
-	t, err := openTailWithin(within, ctx, l.js, "KV_"+MembersBucket, jetstream.ConsumerConfig{
-		FilterSubjects: []string{"$KV." + MembersBucket + ".member.>"},
+	t, err := openTailWithin(within, ctx, l.js, "KV_"+bucket, jetstream.ConsumerConfig{
+		FilterSubjects: []string{"$KV." + bucket + ".member.>"},
 		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
 	}, time.Second, jetstream.PullExpiry(expiry), jetstream.PullHeartbeat(expiry/4))
 	if err != nil {
@@ -191,7 +198,7 @@ func (l *Log) watchMembers(within, ctx context.Context, opts MemberOptions) (<-c
 			}
 			op := msg.Headers().Get("KV-Operation")
 			u := memberUpdate{
-				key:      strings.TrimPrefix(msg.Subject(), "$KV."+MembersBucket+"."),
+				key:      strings.TrimPrefix(msg.Subject(), "$KV."+bucket+"."),
 				deleted:  op == "DEL" || op == "PURGE",
 				created:  meta.Timestamp,
 				revision: meta.Sequence.Stream,

@@ -47,3 +47,9 @@ func NodeStatusSubject(node string) string { return NodePrefix + "." + EscapeTok
 func NodeLogsSubject(node, namespace, pod, container string) string {
 	return NodePrefix + "." + EscapeToken(node) + ".logs." + EscapeToken(namespace) + "." + EscapeToken(pod) + "." + EscapeToken(container)
 }
+
+// LogsSubject is where JP_LOGS stores the output of a container of pod
+// namespace/pod that node ran (see logsStreamConfig).
+func LogsSubject(node, namespace, pod, container string) string {
+	return LogsPrefix + "." + EscapeToken(node) + "." + EscapeToken(namespace) + "." + EscapeToken(pod) + "." + EscapeToken(container)
+}

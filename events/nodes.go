@@ -83,8 +83,11 @@ func (l *Log) NodeStore(ctx context.Context) (*NodeStore, error) {
 
 // logsStreamConfig takes what agents publish on
 // jp.node.<node>.logs.<ns>.<pod>.<container> and stores it as
-// jp.logs.<ns>.<pod>.<container>: readers need not know the node, and a
-// pod keeps one log across nodes.
+// jp.logs.<node>.<ns>.<pod>.<container> (LogsSubject). The node stays in
+// the stored subject: an agent may publish on any pod's name under its own
+// node, and readers select the node the pod is bound to, so a node can
+// neither add lines to another node's pod nor, through the per-subject
+// bound, push that pod's real output out of the stream.
 func logsStreamConfig(replicas int) jetstream.StreamConfig {
 	src := NodePrefix + ".*.logs.*.*.*"
 	return jetstream.StreamConfig{
@@ -92,7 +95,7 @@ func logsStreamConfig(replicas int) jetstream.StreamConfig {
 		Description: "jetplane pod logs",
 		Subjects:    []string{src},
 		SubjectTransform: &jetstream.SubjectTransformConfig{
-			Source: src, Destination: LogsPrefix + ".{{wildcard(2)}}.{{wildcard(3)}}.{{wildcard(4)}}",
+			Source: src, Destination: LogsPrefix + ".{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{wildcard(4)}}",
 		},
 		Retention:         jetstream.LimitsPolicy,
 		Storage:           jetstream.FileStorage,
@@ -259,89 +262,6 @@ func decodeReports(b []byte) ([][]byte, error) {
 		out, b = append(out, v), b[n:]
 	}
 	return out, nil
-}
-
-// LogLine is one chunk of a container's output.
-type LogLine struct {
-	Container string
-	Stream    string // stdout or stderr
-	Restart   int    // the container's restart count when it wrote this
-	Time      time.Time
-	Data      []byte
-}
-
-// LogQuery selects a pod's logs.
-type LogQuery struct {
-	Namespace, Pod string
-	// Container selects one container; empty reads all.
-	Container string
-	// Since skips lines older than this.
-	Since time.Time
-	// Follow keeps reading new lines until ctx ends.
-	Follow bool
-}
-
-// ReadLogs calls fn with each stored line of q in order; without Follow it
-// returns once it reached the newest.
-func (s *NodeStore) ReadLogs(ctx context.Context, q LogQuery, fn func(LogLine) error) error {
-	c := "*"
-	if q.Container != "" {
-		c = EscapeToken(q.Container)
-	}
-	filter := LogsPrefix + "." + EscapeToken(q.Namespace) + "." + EscapeToken(q.Pod) + "." + c
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
-	if !q.Since.IsZero() {
-		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
-		cfg.OptStartTime = &q.Since
-	}
-	// An empty selection never delivers; find out first.
-	if !q.Follow {
-		info, err := s.logs.Info(ctx, jetstream.WithSubjectFilter(filter))
-		if err != nil {
-			return fmt.Errorf("logs: %w", err)
-		}
-		if len(info.State.Subjects) == 0 {
-			return nil
-		}
-	}
-	cons, err := s.logs.OrderedConsumer(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("logs: %w", err)
-	}
-	for {
-		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			return fmt.Errorf("logs: %w", err)
-		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			meta, err := m.Metadata()
-			if err != nil {
-				return fmt.Errorf("logs: %w", err)
-			}
-			line := LogLine{Stream: m.Headers().Get(hdrLogStream), Time: meta.Timestamp, Data: m.Data()}
-			fmt.Sscan(m.Headers().Get(hdrLogRestart), &line.Restart)
-			if tok := strings.Split(m.Subject(), "."); len(tok) == 5 {
-				line.Container, _ = UnescapeToken(tok[4])
-			}
-			if err := fn(line); err != nil {
-				return err
-			}
-			if !q.Follow && meta.NumPending == 0 {
-				return nil
-			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return fmt.Errorf("logs: %w", err)
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if got == 0 && !q.Follow {
-			return nil
-		}
-	}
 }
 
 // ErrReportRefused means an instance refused a status report for good

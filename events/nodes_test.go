@@ -104,7 +104,9 @@ func TestImagesRefuseBadInput(t *testing.T) {
 	}
 }
 
-func TestLogsDropTheNodeFromTheSubject(t *testing.T) {
+// Logs are stored under the node that wrote them and read for one node:
+// another node's output under the same pod's name is not that pod's log.
+func TestLogsAreReadForTheBoundNode(t *testing.T) {
 	s, l := nodeStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -126,7 +128,7 @@ func TestLogsDropTheNodeFromTheSubject(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		var got []string
-		err := s.ReadLogs(ctx, events.LogQuery{Namespace: "ns", Pod: "p", Container: "main"}, func(ll events.LogLine) error {
+		err := s.ReadLogs(ctx, events.LogQuery{Node: "n1.example", Namespace: "ns", Pod: "p", Container: "main"}, func(ll events.LogLine) error {
 			got = append(got, ll.Container+"/"+ll.Stream+"/"+string(rune('0'+ll.Restart))+"/"+strings.TrimSpace(string(ll.Data)))
 			return nil
 		})
@@ -142,11 +144,26 @@ func TestLogsDropTheNodeFromTheSubject(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	var all int
-	if err := s.ReadLogs(ctx, events.LogQuery{Namespace: "ns", Pod: "p"}, func(events.LogLine) error { all++; return nil }); err != nil || all != 4 {
+	if err := s.ReadLogs(ctx, events.LogQuery{Node: "n1.example", Namespace: "ns", Pod: "p"}, func(events.LogLine) error { all++; return nil }); err != nil || all != 4 {
 		t.Fatalf("all containers: %d lines, %v", all, err)
 	}
 	var none int
-	if err := s.ReadLogs(ctx, events.LogQuery{Namespace: "ns", Pod: "absent"}, func(events.LogLine) error { none++; return nil }); err != nil || none != 0 {
+	if err := s.ReadLogs(ctx, events.LogQuery{Node: "n1.example", Namespace: "ns", Pod: "absent"}, func(events.LogLine) error { none++; return nil }); err != nil || none != 0 {
 		t.Fatalf("absent pod: %d lines, %v", none, err)
+	}
+	if err := s.ReadLogs(ctx, events.LogQuery{Node: "n2", Namespace: "ns", Pod: "p"}, func(events.LogLine) error { none++; return nil }); err != nil || none != 0 {
+		t.Fatalf("another node: %d lines, %v", none, err)
+	}
+	newest, err := s.NewestLog(ctx, events.LogQuery{Node: "n1.example", Namespace: "ns", Pod: "p"})
+	if err != nil || len(newest) != 2 || newest[0].Restart != 1 || newest[1].Container != "side" {
+		t.Fatalf("newest: %+v, %v", newest, err)
+	}
+	// The last two chunks, found from the end.
+	var last []string
+	if err := s.ReadLogs(ctx, events.LogQuery{Node: "n1.example", Namespace: "ns", Pod: "p", Last: 2}, func(ll events.LogLine) error {
+		last = append(last, strings.TrimSpace(string(ll.Data)))
+		return nil
+	}); err != nil || strings.Join(last, ",") != "three,other" {
+		t.Fatalf("last 2: %v, %v", last, err)
 	}
 }

@@ -78,6 +78,10 @@ type ReadOptions struct {
 	// Follow keeps reading new events until the context ends. Without it the
 	// read stops at the last event that matched when it began.
 	Follow bool
+	// BufferBytes, above zero, bounds what the read pulls ahead of fn to
+	// about this many bytes (a few batches of it), for reads of large
+	// events that serve a request; zero pulls ahead by count, for replay.
+	BufferBytes int
 }
 
 // Read delivers events to fn in log order.
@@ -93,8 +97,12 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn Handler) error {
 	// A read outlives leader elections: it goes on from where it was on a
 	// new consumer within about a second of the log having a leader again.
 	// Heartbeats every 1.5 s tell it that its server died.
+	var ahead jetstream.PullMessagesOpt = jetstream.PullMaxMessages(4096)
+	if opts.BufferBytes > 0 {
+		ahead = jetstream.PullMaxBytes(opts.BufferBytes)
+	}
 	t, err := openTail(ctx, l.js, StreamName, cfg, 2*time.Second,
-		jetstream.PullMaxMessages(4096), jetstream.PullExpiry(6*time.Second), jetstream.PullHeartbeat(1500*time.Millisecond))
+		ahead, jetstream.PullExpiry(6*time.Second), jetstream.PullHeartbeat(1500*time.Millisecond))
 	if err != nil {
 		return fmt.Errorf("read log: %w", err)
 	}
@@ -112,7 +120,7 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions, fn Handler) error {
 	defer close(quit)
 	go func() {
 		defer close(batches)
-		pullErr <- pull(t, opts.Follow, batches, quit)
+		pullErr <- pull(t, opts.Follow, opts.BufferBytes, batches, quit)
 	}()
 	for b := range batches {
 		for _, m := range b {
@@ -139,16 +147,19 @@ const pullBatch = 512
 // pull moves messages from t into batches until the log's end (unless
 // follow), an error, or quit. A batch is handed over when full or when no
 // more messages are waiting, so a follower sees each event at once.
-func pull(t *tail, follow bool, out chan<- rawBatch, quit <-chan struct{}) error {
+func pull(t *tail, follow bool, maxBytes int, out chan<- rawBatch, quit <-chan struct{}) error {
 	b := make(rawBatch, 0, pullBatch)
+	size := 0
 	for {
 		msg, meta, err := t.Next()
 		if err != nil {
 			return fmt.Errorf("read log: %w", err)
 		}
 		b = append(b, Message{Data: msg.Data(), Sequence: meta.Sequence.Stream, Pending: meta.NumPending, Subject: msg.Subject()})
+		size += len(msg.Data())
 		end := !follow && meta.NumPending == 0
-		if len(b) == pullBatch || meta.NumPending == 0 {
+		if len(b) == pullBatch || meta.NumPending == 0 || (maxBytes > 0 && size >= maxBytes) {
+			size = 0
 			select {
 			case out <- b:
 			case <-quit:
@@ -206,6 +217,64 @@ func decodeInto(ev interface {
 	return nil
 }
 
+// errPageFull ends a paged read.
+var errPageFull = errors.New("page full")
+
+// HistoryPage returns key's events after sequence after, oldest first: at
+// most limit of them (0: no bound), and no more once they hold maxBytes
+// encoded (at least one). more reports whether events may remain. The read
+// holds about maxBytes at a time, whatever the key's history weighs.
+func (l *Log) HistoryPage(ctx context.Context, key *schemas.ObjectKey, after uint64, limit, maxBytes int) (evs []*schemas.Event, more bool, err error) {
+	size := 0
+	err = l.Read(ctx, ReadOptions{From: after + 1, Filter: KeyFilter(key), BufferBytes: max(maxBytes, 1<<20)}, func(m Message) error {
+		if (limit > 0 && len(evs) >= limit) || (maxBytes > 0 && len(evs) > 0 && size+len(m.Data) > maxBytes) {
+			more = true
+			return errPageFull
+		}
+		ev, err := m.Event()
+		if errors.Is(err, ErrKeyMismatch) {
+			return nil // a forged event is not this key's history
+		}
+		if err != nil {
+			return err
+		}
+		evs, size = append(evs, ev), size+len(m.Data)
+		return nil
+	})
+	if errors.Is(err, errPageFull) {
+		err = nil
+	}
+	return evs, more, err
+}
+
+// LastEvents returns key's last n events, oldest first, holding about n
+// events at a time.
+func (l *Log) LastEvents(ctx context.Context, key *schemas.ObjectKey, n int) ([]*schemas.Event, error) {
+	ring := make([]Message, 0, n)
+	err := l.Read(ctx, ReadOptions{Filter: KeyFilter(key), BufferBytes: 1 << 20}, func(m Message) error {
+		if len(ring) == n {
+			ring = append(ring[:0], ring[1:]...)
+		}
+		ring = append(ring, m)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*schemas.Event, 0, len(ring))
+	for _, m := range ring {
+		ev, err := m.Event()
+		if errors.Is(err, ErrKeyMismatch) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
 // History returns every event of one key, oldest first. Events whose
 // payload names another key (see ErrKeyMismatch) are left out.
 func (l *Log) History(ctx context.Context, key *schemas.ObjectKey) ([]*schemas.Event, error) {
@@ -241,6 +310,16 @@ func (l *Log) KeyVersion(ctx context.Context, k *schemas.ObjectKey) (uint64, err
 // SequenceAt is the sequence of the last event stored at or before t (0 if
 // none was).
 func (l *Log) SequenceAt(ctx context.Context, t time.Time) (uint64, error) {
+	// At or after the newest event: the newest. Asked of the server, a
+	// time past the year 2262 overflows its nanoseconds and reads as
+	// before the first event.
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("find sequence at %s: %w", t.Format(time.RFC3339Nano), err)
+	}
+	if !t.Before(info.State.LastTime) {
+		return info.State.LastSeq, nil
+	}
 	cons, err := l.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartTimePolicy,
 		// The server's start time is inclusive; everything stored at t

@@ -133,6 +133,12 @@ func KeyFilter(k *schemas.ObjectKey) string { return StoredPrefix + ".*." + keyT
 // PartitionFilter matches every stored event of partition p.
 func PartitionFilter(p int) string { return StoredPrefix + "." + strconv.Itoa(p) + ".>" }
 
+// KindPartitionFilter matches the stored subjects of kind's keys in
+// partition p.
+func KindPartitionFilter(p int, kind string) string {
+	return StoredPrefix + "." + strconv.Itoa(p) + "." + EscapeToken(kind) + ".>"
+}
+
 // MaxPartitions bounds a log's partitions.
 const MaxPartitions = 1024
 

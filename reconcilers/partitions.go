@@ -89,6 +89,20 @@ func (ps *partitions) end(p int) {
 	ps.idle.Broadcast()
 }
 
+// kindFilters are p's consumer's filters when the runtime reads its own
+// kinds' events only (Config.OwnKindsOnly), nil otherwise.
+func (ps *partitions) kindFilters(p int) []string {
+	if !ps.rt.cfg.OwnKindsOnly {
+		return nil
+	}
+	out := make([]string, 0, len(ps.rt.byKind))
+	for kind := range ps.rt.byKind {
+		out = append(out, events.KindPartitionFilter(p, kind))
+	}
+	slices.Sort(out)
+	return out
+}
+
 // resyncAll asks for every key of every active partition to be enqueued
 // again (the projection folded changes it did not report one by one). It
 // does not block.
@@ -322,7 +336,7 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members
 	}, func(int) error {
 		began := time.Now()
 		err := rt.cfg.Log.Consume(ctx, events.ConsumerOptions{
-			Name: consumer, Filter: events.PartitionFilter(p),
+			Name: consumer, Filter: events.PartitionFilter(p), Filters: ps.kindFilters(p),
 			PriorityGroup: priorityGroup, PinnedTTL: rt.cfg.PinnedTTL,
 		}, count)
 		if time.Since(began) > time.Minute {

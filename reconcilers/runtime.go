@@ -106,6 +106,12 @@ type Config struct {
 	// write (--sync=always). Without it they are pipelined, which costs
 	// the server less when it does not (see committer).
 	GroupCommit bool
+	// OwnKindsOnly makes each partition's consumer read only the events
+	// of the runtime's own kinds, for a controller of a few kinds in its
+	// own process (package reconcilers/controller): the keys it wakes
+	// because of other kinds' changes come from its projection, not from
+	// its consumers.
+	OwnKindsOnly bool
 	// Now is the clock; default time.Now.
 	Now     func() time.Time
 	Logger  *slog.Logger

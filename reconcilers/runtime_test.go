@@ -77,14 +77,14 @@ func (e *env) apply(t *testing.T, yaml string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.gate.Apply(context.Background(), "user/test", objs, ""); err != nil {
+	if _, err := e.gate.Apply(context.Background(), gate.Admin("user/test"), objs, ""); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (e *env) delete(t *testing.T, name string) {
 	t.Helper()
-	if _, err := e.gate.Delete(context.Background(), "user/test", key(name), ""); err != nil {
+	if _, err := e.gate.Delete(context.Background(), gate.Admin("user/test"), key(name), ""); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"slices"
 
 	"go.yaml.in/yaml/v3"
@@ -118,6 +119,11 @@ type PluginsConfig struct {
 	Reserve    PluginSet `yaml:"reserve"`
 	Permit     PluginSet `yaml:"permit"`
 	Bind       PluginSet `yaml:"bind"`
+	PreBind    PluginSet `yaml:"preBind"`
+	PostBind   PluginSet `yaml:"postBind"`
+	// QueueSort has one plugin in kube-scheduler; jetplane's queue is
+	// its own, so the set is accepted and ignored.
+	QueueSort PluginSet `yaml:"queueSort"`
 }
 
 // PluginSet is plugins to enable and to disable ("*" disables the defaults).
@@ -157,6 +163,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		if ferr := unknownField(data, reflect.TypeOf(cfg)); ferr != nil {
+			return nil, ferr
+		}
 		return nil, err
 	}
 	return &cfg, nil
@@ -204,6 +213,8 @@ const (
 	ptReserve
 	ptPermit
 	ptBind
+	ptPreBind
+	ptPostBind
 	numPoints
 )
 
@@ -272,6 +283,7 @@ func (pc *ProfileConfig) build(reg Registry, cfg *Config) (*Profile, error) {
 		{"postFilter", pc.Plugins.PostFilter, ptPostFilter}, {"preScore", pc.Plugins.PreScore, ptPreScore},
 		{"score", pc.Plugins.Score, ptScore}, {"reserve", pc.Plugins.Reserve, ptReserve},
 		{"permit", pc.Plugins.Permit, ptPermit}, {"bind", pc.Plugins.Bind, ptBind},
+		{"preBind", pc.Plugins.PreBind, ptPreBind}, {"postBind", pc.Plugins.PostBind, ptPostBind},
 	}
 	for _, s := range sets {
 		for _, d := range s.set.Disabled {
@@ -305,13 +317,14 @@ func (pc *ProfileConfig) build(reg Registry, cfg *Config) (*Profile, error) {
 		a := args[e.ref.Name]
 		if !ok {
 			var probe struct {
+				GuestURL  string `json:"guestURL"`
 				GuestPath string `json:"guestPath"`
 				Image     string `json:"image"`
 			}
 			_ = json.Unmarshal(a, &probe)
 			f, ok = reg[WasmPlugin]
-			if probe.GuestPath == "" && probe.Image == "" || !ok {
-				return nil, fmt.Errorf("plugins: unknown plugin %q (a WebAssembly plugin needs pluginConfig args with guestPath or image)", e.ref.Name)
+			if probe.GuestURL == "" && probe.GuestPath == "" && probe.Image == "" || !ok {
+				return nil, fmt.Errorf("plugins: unknown plugin %q (a WebAssembly plugin needs pluginConfig args with guestURL, guestPath or image)", e.ref.Name)
 			}
 		}
 		pl, err := f(e.ref.Name, a)
@@ -352,5 +365,11 @@ func (p *Profile) addAt(pl Plugin, weight int64, pts [numPoints]bool) {
 	}
 	if pts[ptBind] {
 		p.Bind = append(p.Bind, q.Bind...)
+	}
+	if pts[ptPreBind] {
+		p.PreBind = append(p.PreBind, q.PreBind...)
+	}
+	if pts[ptPostBind] {
+		p.PostBind = append(p.PostBind, q.PostBind...)
 	}
 }

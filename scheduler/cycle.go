@@ -105,8 +105,26 @@ func Cycle(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, sta
 	}
 	d.StartIndex, d.NextStartIndex = start, start
 
+	var allowed map[string]bool // nil: every node
+	var narrowedBy []string
 	for _, pl := range p.PreFilter {
-		st := pl.PreFilter(ctx, state, pod)
+		var st *Status
+		if rp, ok := pl.(PreFilterResultPlugin); ok {
+			var names []string
+			names, st = rp.PreFilterResult(ctx, state, pod)
+			if st.IsSuccess() && names != nil {
+				next := make(map[string]bool, len(names))
+				for _, n := range names {
+					if allowed == nil || allowed[n] {
+						next[n] = true
+					}
+				}
+				allowed = next
+				narrowedBy = append(narrowedBy, pl.Name())
+			}
+		} else {
+			st = pl.PreFilter(ctx, state, pod)
+		}
 		switch {
 		case st.IsSuccess():
 		case st.IsSkip():
@@ -130,7 +148,30 @@ func Cycle(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, sta
 		return d
 	}
 
-	feasible, rejected, errSt := filter(ctx, p, state, pod, d)
+	nodes := snap.Nodes
+	if allowed != nil {
+		// As kube-scheduler: only the named nodes are evaluated; the others
+		// count as rejected by the plugins that narrowed the set.
+		reason := fmt.Sprintf("node(s) didn't satisfy plugin(s) %v", narrowedBy)
+		nodes = make([]*NodeInfo, 0, len(allowed))
+		for _, n := range snap.Nodes {
+			if allowed[n.Name()] {
+				nodes = append(nodes, n)
+			}
+		}
+		if out := len(snap.Nodes) - len(nodes); out > 0 {
+			d.Rejections[reason] += out
+			for _, n := range narrowedBy {
+				d.RejectedBy[n] += out
+			}
+		}
+		if len(nodes) == 0 {
+			d.Status = NewStatus(UnschedulableAndUnresolvable, FitMessage(d.NumNodes, d.Rejections))
+			return d
+		}
+		d.StartIndex, d.NextStartIndex = start%len(nodes), start%len(nodes)
+	}
+	feasible, rejected, errSt := filter(ctx, p, state, pod, d, nodes)
 	if errSt != nil {
 		d.Status = errSt
 		return d
@@ -163,8 +204,7 @@ func Cycle(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, sta
 // in parallel within a block, until enough feasible nodes are found. Which
 // nodes count does not depend on goroutine timing: the feasible nodes are
 // taken in node order, and the block's surplus is dropped.
-func filter(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, d *Decision) ([]*NodeInfo, map[string]*Status, *Status) {
-	nodes := state.Snapshot.Nodes
+func filter(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, d *Decision, nodes []*NodeInfo) ([]*NodeInfo, map[string]*Status, *Status) {
 	n := len(nodes)
 	want := p.numFeasibleNodesToFind(n)
 	block := max(want, 64)
@@ -245,6 +285,11 @@ func runFilters(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo
 			if st.IsSuccess() || st.Code == Skip {
 				return true
 			}
+			if !st.IsRejected() && st.Code != Error {
+				// As kube-scheduler: a Filter answers Success or a
+				// rejection; anything else (Wait) is an error.
+				st = &Status{Code: Error, Reasons: []string{fmt.Sprintf("running %q filter plugin: %s: %s", pl.Name(), st.Code, st.Message())}}
+			}
 			st.Plugin = pl.Name()
 			out[alive[j]] = st
 			return false
@@ -282,6 +327,9 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 			state.skipScore[pl.Name()] = true
 		default:
 			st.Plugin = pl.Name()
+			if st.Code != Error {
+				st = &Status{Code: Error, Plugin: pl.Name(), Reasons: []string{fmt.Sprintf("running PreScore plugin %q: %s: %s", pl.Name(), st.Code, st.Message())}}
+			}
 			return st
 		}
 	}
@@ -299,6 +347,11 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 	var failed atomic.Bool
 	var errMu sync.Mutex
 	fail := func(k int, st *Status) {
+		if st.Code != Error {
+			// As kube-scheduler: any Score status but Success fails the
+			// cycle with an error.
+			st = &Status{Code: Error, Reasons: []string{fmt.Sprintf("plugin %q failed with: %s: %s", active[k].Plugin.Name(), st.Code, st.Message())}}
+		}
 		st.Plugin = active[k].Plugin.Name()
 		errMu.Lock()
 		if errs[k] == nil {
@@ -345,6 +398,9 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 		}
 		if nz, ok := pl.(NormalizeScorePlugin); ok {
 			if st := nz.NormalizeScore(ctx, state, pod, scores); !st.IsSuccess() {
+				if st.Code != Error {
+					st = &Status{Code: Error, Reasons: []string{fmt.Sprintf("running Normalize on Score plugins: plugin %q: %s: %s", pl.Name(), st.Code, st.Message())}}
+				}
 				st.Plugin = pl.Name()
 				return st
 			}

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Plugin is anything a profile enables. Each extension point is one more
@@ -22,6 +23,16 @@ type Versioned interface {
 type PreFilterPlugin interface {
 	Plugin
 	PreFilter(ctx context.Context, state *CycleState, pod *PodInfo) *Status
+}
+
+// PreFilterResultPlugin is a PreFilterPlugin that may also narrow the
+// nodes the cycle evaluates, as kube-scheduler's PreFilterResult: a nil
+// names means every node, a non-nil one only those nodes (the results of
+// several plugins intersect). PreFilterResult is called instead of
+// PreFilter.
+type PreFilterResultPlugin interface {
+	PreFilterPlugin
+	PreFilterResult(ctx context.Context, state *CycleState, pod *PodInfo) (names []string, st *Status)
 }
 
 // FilterPlugin says whether a node can run the pod. It is called for many
@@ -82,10 +93,60 @@ type ReservePlugin interface {
 	Unreserve(ctx context.Context, state *CycleState, pod *PodInfo, node string)
 }
 
-// PermitPlugin may reject a placement before it is bound.
+// PermitPlugin may reject a placement before it is bound, or make the pod
+// wait (Wait, with a timeout) until it is allowed or rejected through the
+// Handle's waiting pods.
 type PermitPlugin interface {
 	Plugin
-	Permit(ctx context.Context, state *CycleState, pod *PodInfo, node string) *Status
+	Permit(ctx context.Context, state *CycleState, pod *PodInfo, node string) (*Status, time.Duration)
+}
+
+// PreBindPlugin runs before the Bind plugins; a failure gives the
+// placement up (the Reserve plugins are told).
+type PreBindPlugin interface {
+	Plugin
+	PreBind(ctx context.Context, state *CycleState, pod *PodInfo, node string) *Status
+}
+
+// PostBindPlugin is told once a pod's binding has landed.
+type PostBindPlugin interface {
+	Plugin
+	PostBind(ctx context.Context, state *CycleState, pod *PodInfo, node string)
+}
+
+// EnqueueExtensions says which cluster events may make a pod this plugin
+// rejected schedulable (kube-scheduler's EventsToRegister). A plugin
+// without it is interested in every event.
+type EnqueueExtensions interface {
+	Plugin
+	EventsToRegister(ctx context.Context) []ClusterEvent
+}
+
+// ClusterEvent is a kind of object and the changes to it, as
+// kube-scheduler names them ("Node", "Pod", "*").
+type ClusterEvent struct {
+	Resource   string
+	ActionType ActionType
+}
+
+// ActionType is a bit set of changes, numbered as in kube-scheduler.
+type ActionType uint32
+
+// Action types.
+const (
+	Add ActionType = 1 << iota
+	Delete
+	UpdateNodeAllocatable
+	UpdateNodeLabel
+	UpdateNodeTaint
+	UpdateNodeCondition
+	All    ActionType = 1<<iota - 1
+	Update            = UpdateNodeAllocatable | UpdateNodeLabel | UpdateNodeTaint | UpdateNodeCondition
+)
+
+// Matches reports whether e covers a change of resource by action.
+func (e ClusterEvent) Matches(resource string, action ActionType) bool {
+	return (e.Resource == "*" || e.Resource == resource) && e.ActionType&action != 0
 }
 
 // BindPlugin binds a pod. Skip passes to the next binder; the last is the

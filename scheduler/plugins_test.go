@@ -188,7 +188,9 @@ func TestConfigErrors(t *testing.T) {
 	tests := []struct {
 		name, yaml, want string
 	}{
-		{"unknown field", "profiles:\n- schedulerNam: x\n", "field schedulerNam not found"},
+		{"unknown field", "profiles:\n- schedulerNam: x\n", "line 2: profiles[0].schedulerNam: unknown field; the fields of profiles[0] are schedulerName, percentageOfNodesToScore, plugins, pluginConfig"},
+		{"unknown nested field", "profiles:\n- plugins:\n    scores: {}\n", "line 3: profiles[0].plugins.scores: unknown field; the fields of profiles[0].plugins are multiPoint, preFilter, filter,"},
+		{"unknown top-level field", "profile: []\n", "line 1: profile: unknown field; the fields of the top level are apiVersion, kind, parallelism, percentageOfNodesToScore, profiles"},
 		{"unknown plugin", "profiles:\n- plugins:\n    filter:\n      enabled: [{name: Nope}]\n", `unknown plugin "Nope"`},
 		{"bad strategy", "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args: {scoringStrategy: {type: Random}}\n", "scoringStrategy.type"},
 		{"duplicate profile", "profiles:\n- schedulerName: a\n- schedulerName: a\n", "used twice"},

@@ -1,6 +1,9 @@
 package scheduler
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // Profile is one scheduler (a schedulerName): the plugins at each extension
 // point, in order, and the knobs of the cycle. A Profile is immutable once
@@ -16,6 +19,8 @@ type Profile struct {
 	Reserve    []ReservePlugin
 	Permit     []PermitPlugin
 	Bind       []BindPlugin
+	PreBind    []PreBindPlugin
+	PostBind   []PostBindPlugin
 	// PercentageOfNodesToScore bounds how many feasible nodes a cycle looks
 	// for, as kube-scheduler's setting of that name: 0 adapts to the
 	// cluster size (50% minus 1% per 125 nodes, at least 5%), and at least
@@ -66,7 +71,73 @@ func (p *Profile) Versions() map[string]string {
 	for _, pl := range p.Bind {
 		add(pl)
 	}
+	for _, pl := range p.PreBind {
+		add(pl)
+	}
+	for _, pl := range p.PostBind {
+		add(pl)
+	}
 	return out
+}
+
+// plugins are the profile's plugins by name.
+func (p *Profile) plugins() map[string]Plugin {
+	out := map[string]Plugin{}
+	add := func(pl Plugin) { out[pl.Name()] = pl }
+	for _, pl := range p.PreFilter {
+		add(pl)
+	}
+	for _, pl := range p.Filter {
+		add(pl)
+	}
+	for _, pl := range p.PostFilter {
+		add(pl)
+	}
+	for _, pl := range p.PreScore {
+		add(pl)
+	}
+	for _, pl := range p.Score {
+		add(pl.Plugin)
+	}
+	for _, pl := range p.Reserve {
+		add(pl)
+	}
+	for _, pl := range p.Permit {
+		add(pl)
+	}
+	for _, pl := range p.PreBind {
+		add(pl)
+	}
+	for _, pl := range p.Bind {
+		add(pl)
+	}
+	for _, pl := range p.PostBind {
+		add(pl)
+	}
+	return out
+}
+
+// Interested reports whether a change of resource by action may make a
+// pod that the plugins rejectedBy turned down schedulable: whether one of
+// them registered a matching event, or registers none (every event).
+// Events are asked of a plugin each time; plugins answer from memory.
+func (p *Profile) Interested(ctx context.Context, rejectedBy []string, resource string, action ActionType) bool {
+	if len(rejectedBy) == 0 {
+		return true
+	}
+	all := p.plugins()
+	for _, name := range rejectedBy {
+		ee, ok := all[name].(EnqueueExtensions)
+		if !ok {
+			return true
+		}
+		for _, e := range ee.EventsToRegister(ctx) {
+			if e.Matches(resource, action) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // AddPlugin puts pl at every extension point it implements, with weight for
@@ -74,6 +145,10 @@ func (p *Profile) Versions() map[string]string {
 func (p *Profile) AddPlugin(pl Plugin, weight int64) {
 	if weight == 0 {
 		weight = 1
+	}
+	if pp, ok := pl.(PartialPlugin); ok {
+		p.addPartial(pp, weight)
+		return
 	}
 	if x, ok := pl.(PreFilterPlugin); ok {
 		p.PreFilter = append(p.PreFilter, x)
@@ -98,6 +173,12 @@ func (p *Profile) AddPlugin(pl Plugin, weight int64) {
 	}
 	if x, ok := pl.(BindPlugin); ok {
 		p.Bind = append(p.Bind, x)
+	}
+	if x, ok := pl.(PreBindPlugin); ok {
+		p.PreBind = append(p.PreBind, x)
+	}
+	if x, ok := pl.(PostBindPlugin); ok {
+		p.PostBind = append(p.PostBind, x)
 	}
 }
 
@@ -133,4 +214,60 @@ func (p *Profile) numFeasibleNodesToFind(numAll int) int {
 		return minFeasible
 	}
 	return n
+}
+
+// Extension points, as PartialPlugin names them.
+const (
+	PointPreFilter  = "PreFilter"
+	PointFilter     = "Filter"
+	PointPostFilter = "PostFilter"
+	PointPreScore   = "PreScore"
+	PointScore      = "Score"
+	PointReserve    = "Reserve"
+	PointPermit     = "Permit"
+	PointPreBind    = "PreBind"
+	PointBind       = "Bind"
+	PointPostBind   = "PostBind"
+)
+
+// PartialPlugin is a plugin whose type has every extension point's
+// methods but which implements only some of them, known when it is loaded
+// (a WebAssembly guest): AddPlugin puts it only at the points Implements
+// accepts.
+type PartialPlugin interface {
+	Plugin
+	Implements(point string) bool
+}
+
+func (p *Profile) addPartial(pl PartialPlugin, weight int64) {
+	if x, ok := pl.(PreFilterPlugin); ok && pl.Implements(PointPreFilter) {
+		p.PreFilter = append(p.PreFilter, x)
+	}
+	if x, ok := pl.(FilterPlugin); ok && pl.Implements(PointFilter) {
+		p.Filter = append(p.Filter, x)
+	}
+	if x, ok := pl.(PostFilterPlugin); ok && pl.Implements(PointPostFilter) {
+		p.PostFilter = append(p.PostFilter, x)
+	}
+	if x, ok := pl.(PreScorePlugin); ok && pl.Implements(PointPreScore) {
+		p.PreScore = append(p.PreScore, x)
+	}
+	if x, ok := pl.(ScorePlugin); ok && pl.Implements(PointScore) {
+		p.Score = append(p.Score, WeightedScore{Plugin: x, Weight: weight})
+	}
+	if x, ok := pl.(ReservePlugin); ok && pl.Implements(PointReserve) {
+		p.Reserve = append(p.Reserve, x)
+	}
+	if x, ok := pl.(PermitPlugin); ok && pl.Implements(PointPermit) {
+		p.Permit = append(p.Permit, x)
+	}
+	if x, ok := pl.(PreBindPlugin); ok && pl.Implements(PointPreBind) {
+		p.PreBind = append(p.PreBind, x)
+	}
+	if x, ok := pl.(BindPlugin); ok && pl.Implements(PointBind) {
+		p.Bind = append(p.Bind, x)
+	}
+	if x, ok := pl.(PostBindPlugin); ok && pl.Implements(PointPostBind) {
+		p.PostBind = append(p.PostBind, x)
+	}
 }

@@ -54,8 +54,11 @@ type Options struct {
 	// BindRetry is when a pod whose Bound append is still unanswered or
 	// failed (other than by a conflict) runs again (default 10s).
 	BindRetry time.Duration
-	Now       func() time.Time
-	Logger    *slog.Logger
+	// ErrorRetry is when a pod whose cycle failed with an error (a plugin
+	// failed) runs again (default 5s).
+	ErrorRetry time.Duration
+	Now        func() time.Time
+	Logger     *slog.Logger
 }
 
 // Scheduler schedules pods one cycle at a time. Cycles run one after
@@ -80,7 +83,16 @@ type Scheduler struct {
 	bindIdle chan struct{}   // closed when binding empties
 
 	unschedMu sync.Mutex
-	unsched   map[projections.Key]bool // pods last found unschedulable
+	// unsched are the pods last found unschedulable, with their profile
+	// and the plugins that rejected them (for the queueing hints).
+	unsched map[projections.Key]unschedulable
+
+	waiting waitingPods
+}
+
+type unschedulable struct {
+	profile    *Profile
+	rejectedBy []string
 }
 
 // New validates cfg and returns a scheduler; Start must run for Schedule to
@@ -109,14 +121,25 @@ func New(cfg Options) (*Scheduler, error) {
 	if cfg.BindRetry <= 0 {
 		cfg.BindRetry = 10 * time.Second
 	}
+	if cfg.ErrorRetry <= 0 {
+		cfg.ErrorRetry = 5 * time.Second
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Scheduler{cfg: cfg, cache: NewCache(), watches: []*watch{{kind: "Node"}, {kind: "Pod"}},
-		binds: make(chan *bindRequest, cfg.BatchSize*4), binding: map[string]bool{}, unsched: map[projections.Key]bool{}}, nil
+	s := &Scheduler{cfg: cfg, cache: NewCache(), watches: []*watch{{kind: "Node"}, {kind: "Pod"}},
+		binds: make(chan *bindRequest, cfg.BatchSize*4), binding: map[string]bool{}, unsched: map[projections.Key]unschedulable{}}
+	for _, p := range cfg.Profiles {
+		for _, pl := range p.plugins() {
+			if hu, ok := pl.(HandleUser); ok {
+				hu.SetHandle(schedHandle{s})
+			}
+		}
+	}
+	return s, nil
 }
 
 // Cache is the scheduler's cache (for tests and benchmarks).
@@ -293,7 +316,7 @@ func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcil
 	name := ProfileName(pod)
 	prof := s.cfg.Profiles[name]
 	if prof == nil {
-		return reconcilers.Result{Phase: "Pending", Message: fmt.Sprintf("waiting for scheduler %q", name)}, nil
+		return podScheduled(false, "SchedulerNotFound", fmt.Sprintf("waiting for scheduler %q: no profile of this name", name)), nil
 	}
 	pi := NewPodInfo(pod)
 	key := projections.ObjectKey(obj)
@@ -301,22 +324,89 @@ func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcil
 		return reconcilers.Result{KeepStatus: true, RequeueAfter: s.cfg.BindRetry}, nil
 	}
 
-	d, state, cycle, assumed, err := s.runCycle(ctx, prof, pi)
+	d, state, cycle, assumed, st, wait, err := s.runCycle(ctx, prof, pi)
 	if err != nil {
 		return reconcilers.Result{}, err
 	}
 	if d.Node == "" {
 		if d.Status != nil && d.Status.Code == Error {
-			return reconcilers.Result{}, fmt.Errorf("schedule %s: %s", pi.Key, d.Message())
+			// As kube-scheduler: the pod's condition says SchedulerError
+			// with the plugin's message, and the pod runs again.
+			s.cfg.Logger.Error("scheduler: cycle failed", "pod", pi.Key, "err", d.Message())
+			res := podScheduled(false, "SchedulerError", d.Message())
+			res.RequeueAfter = s.cfg.ErrorRetry
+			return res, nil
+		}
+		rejectedBy := make([]string, 0, len(d.RejectedBy))
+		for n := range d.RejectedBy {
+			rejectedBy = append(rejectedBy, n)
 		}
 		s.unschedMu.Lock()
-		s.unsched[key] = true
+		s.unsched[key] = unschedulable{profile: prof, rejectedBy: rejectedBy}
 		s.unschedMu.Unlock()
 		return podScheduled(false, "Unschedulable", d.Message()), nil
 	}
-	if st := s.reserveAndPermit(ctx, prof, state, pi, d.Node); !st.IsSuccess() {
+	if !st.IsSuccess() {
 		s.cache.Forget(pi.Key)
 		return podScheduled(false, "Unschedulable", fmt.Sprintf("%s rejected node %s: %s", st.Plugin, d.Node, st.Message())), nil
+	}
+	if wait != nil {
+		// The binding cycle waits for Permit in the background, as
+		// kube-scheduler's does; the pod counts as binding meanwhile.
+		s.bindMu.Lock()
+		s.binding[pi.Key] = true
+		if s.bindIdle == nil {
+			s.bindIdle = make(chan struct{})
+		}
+		s.bindMu.Unlock()
+		go s.bindAfterWait(context.WithoutCancel(ctx), prof, state, obj, pi, d, cycle, assumed, wait)
+		res := podScheduled(false, "WaitingOnPermit", fmt.Sprintf("waiting on permit (%s) for node %s", wait.plugin, d.Node))
+		res.RequeueAfter = s.cfg.BindRetry
+		return res, nil
+	}
+	return s.bindCycle(ctx, prof, state, obj, pi, d, cycle, assumed)
+}
+
+// permitWait is a pod waiting on Permit.
+type permitWait struct {
+	wp      *waitingPod
+	timeout time.Duration
+	plugin  string
+}
+
+// bindAfterWait ends a waiting pod's binding cycle: bound once allowed,
+// given up (unreserved, forgotten) when rejected or timed out.
+func (s *Scheduler) bindAfterWait(ctx context.Context, prof *Profile, state *CycleState, obj *schemas.Object, pi *PodInfo, d *Decision, cycle uint64, assumed []AssumedPod, w *permitWait) {
+	if st := s.waiting.wait(ctx, w.wp, w.timeout, w.plugin); !st.IsSuccess() {
+		s.unreserve(ctx, prof, state, pi, d.Node)
+		s.cache.Forget(pi.Key)
+		s.bound(pi.Key)
+		s.cfg.Logger.Info("scheduler: waiting pod rejected; it runs again", "pod", pi.Key, "node", d.Node, "reason", st.Message())
+		return
+	}
+	res, err := s.bindCycle(ctx, prof, state, obj, pi, d, cycle, assumed)
+	if err != nil {
+		s.cfg.Logger.Warn("scheduler: bind after permit failed", "pod", pi.Key, "err", err)
+	}
+	if err != nil || !res.KeepStatus {
+		// Not queued: nothing else ends the binding.
+		s.bound(pi.Key)
+	}
+}
+
+// bindCycle runs PreBind, Bind and (once the binding lands) PostBind.
+func (s *Scheduler) bindCycle(ctx context.Context, prof *Profile, state *CycleState, obj *schemas.Object, pi *PodInfo, d *Decision, cycle uint64, assumed []AssumedPod) (reconcilers.Result, error) {
+	key := projections.ObjectKey(obj)
+	for _, pl := range prof.PreBind {
+		if st := pl.PreBind(ctx, state, pi, d.Node); !st.IsSuccess() {
+			st.Plugin = pl.Name()
+			s.unreserve(ctx, prof, state, pi, d.Node)
+			s.cache.Forget(pi.Key)
+			msg := fmt.Sprintf("running PreBind plugin %q: %s", pl.Name(), st.Message())
+			res := podScheduled(false, "SchedulerError", msg)
+			res.RequeueAfter = s.cfg.ErrorRetry
+			return res, nil
+		}
 	}
 	failed := func(err error) {
 		s.unreserve(context.Background(), prof, state, pi, d.Node)
@@ -327,7 +417,12 @@ func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcil
 			s.cfg.Logger.Warn("scheduler: bind failed; the pod runs again", "pod", pi.Key, "node", d.Node, "err", err)
 		}
 	}
-	queued, err := s.bind(ctx, prof, state, obj, pi, d, cycle, assumed, failed)
+	postBind := func() {
+		for _, pl := range prof.PostBind {
+			pl.PostBind(context.Background(), state, pi, d.Node)
+		}
+	}
+	queued, err := s.bind(ctx, prof, state, obj, pi, d, cycle, assumed, failed, postBind)
 	if err != nil {
 		failed(err)
 		if errors.Is(err, events.ErrConflict) {
@@ -339,6 +434,9 @@ func (s *Scheduler) Schedule(ctx context.Context, obj *schemas.Object) (reconcil
 	delete(s.unsched, key)
 	s.unschedMu.Unlock()
 	res := podScheduled(true, "Scheduled", "bound to node "+d.Node)
+	if !queued {
+		postBind()
+	}
 	if queued {
 		res = podScheduled(true, "Scheduled", "binding to node "+d.Node)
 		res.KeepStatus, res.RequeueAfter = true, s.cfg.BindRetry
@@ -381,47 +479,73 @@ func podScheduled(ok bool, reason, msg string) reconcilers.Result {
 		"phase":      string(v1.PodPending),
 		"conditions": []any{map[string]any{"type": PodScheduled, "status": status, "reason": reason, "message": msg}},
 	})
-	return reconcilers.Result{Phase: "Pending", Message: msg, Details: details,
-		Conditions: []*schemas.Condition{{Type: PodScheduled, Status: status, Reason: reason, Message: msg}}}
+	conds := []*schemas.Condition{{Type: PodScheduled, Status: status, Reason: reason, Message: msg}}
+	if !ok {
+		// Without it the runtime would record the run's success as
+		// Ready=True: a pod no node takes is not ready.
+		conds = append(conds, &schemas.Condition{Type: reconcilers.ConditionReady, Status: "False", Reason: reason, Message: msg})
+	}
+	return reconcilers.Result{Phase: "Pending", Message: msg, Details: details, Conditions: conds}
 }
 
-// runCycle runs the cycle under the cycle lock and assumes its placement,
-// so the next cycle counts it.
-func (s *Scheduler) runCycle(ctx context.Context, prof *Profile, pi *PodInfo) (*Decision, *CycleState, uint64, []AssumedPod, error) {
+// runCycle runs the scheduling cycle under the cycle lock: the plugins
+// from PreFilter to Permit, as kube-scheduler's scheduling cycle (a
+// plugin may keep state from one extension point to the next). It assumes
+// the placement, so the next cycle counts it; st is a Reserve or Permit
+// rejection, wait a Permit wait.
+func (s *Scheduler) runCycle(ctx context.Context, prof *Profile, pi *PodInfo) (d *Decision, state *CycleState, cycle uint64, assumed []AssumedPod, st *Status, wait *permitWait, err error) {
 	s.cycleMu.Lock()
 	defer s.cycleMu.Unlock()
 	if _, err := s.sync(); err != nil {
-		return nil, nil, 0, nil, err
+		return nil, nil, 0, nil, nil, nil, err
 	}
 	s.cycle++
-	assumed := s.cache.Assumed()
-	state := NewCycleState(s.cache.Snapshot(), s.cycle)
-	d := Cycle(ctx, prof, state, pi, s.start)
+	assumed = s.cache.Assumed()
+	state = NewCycleState(s.cache.Snapshot(), s.cycle)
+	d = Cycle(ctx, prof, state, pi, s.start)
 	s.start = d.NextStartIndex
 	if d.Node != "" {
 		s.cache.Assume(pi, d.Node)
+		st, wait = s.reserveAndPermit(ctx, prof, state, pi, d.Node)
 	}
-	return d, state, s.cycle, assumed, nil
+	return d, state, s.cycle, assumed, st, wait, nil
 }
 
-func (s *Scheduler) reserveAndPermit(ctx context.Context, p *Profile, state *CycleState, pi *PodInfo, node string) *Status {
-	for i, pl := range p.Reserve {
+// reserveAndPermit runs Reserve and Permit; a Permit that says Wait makes
+// the pod a waiting pod (wait non-nil) with the shortest timeout asked.
+func (s *Scheduler) reserveAndPermit(ctx context.Context, p *Profile, state *CycleState, pi *PodInfo, node string) (*Status, *permitWait) {
+	for _, pl := range p.Reserve {
 		if st := pl.Reserve(ctx, state, pi, node); !st.IsSuccess() {
 			st.Plugin = pl.Name()
-			for j := i - 1; j >= 0; j-- {
-				p.Reserve[j].Unreserve(ctx, state, pi, node)
-			}
-			return st
+			// As kube-scheduler: every Reserve plugin is told, the failed
+			// one included.
+			s.unreserve(ctx, p, state, pi, node)
+			return st, nil
 		}
 	}
+	var wait *permitWait
 	for _, pl := range p.Permit {
-		if st := pl.Permit(ctx, state, pi, node); !st.IsSuccess() {
+		st, timeout := pl.Permit(ctx, state, pi, node)
+		if st.IsWait() {
+			const maxTimeout = 15 * time.Minute
+			if timeout <= 0 || timeout > maxTimeout {
+				timeout = maxTimeout
+			}
+			if wait == nil || timeout < wait.timeout {
+				wait = &permitWait{timeout: timeout, plugin: pl.Name()}
+			}
+			continue
+		}
+		if !st.IsSuccess() {
 			st.Plugin = pl.Name()
 			s.unreserve(ctx, p, state, pi, node)
-			return st
+			return st, nil
 		}
 	}
-	return nil
+	if wait != nil {
+		wait.wp = s.waiting.add(pi.Pod)
+	}
+	return nil, wait
 }
 
 func (s *Scheduler) unreserve(ctx context.Context, p *Profile, state *CycleState, pi *PodInfo, node string) {
@@ -433,13 +557,14 @@ func (s *Scheduler) unreserve(ctx context.Context, p *Profile, state *CycleState
 type bindRequest struct {
 	pod   string
 	entry events.Entry
-	// failed is called when the append fails.
+	// failed is called when the append fails, done when it lands.
 	failed func(error)
+	done   func()
 }
 
 // bind runs the Bind plugins, or queues the pod's Bound event (queued
 // true): failed is then called if the append fails.
-func (s *Scheduler) bind(ctx context.Context, p *Profile, state *CycleState, obj *schemas.Object, pi *PodInfo, d *Decision, cycle uint64, assumed []AssumedPod, failed func(error)) (queued bool, err error) {
+func (s *Scheduler) bind(ctx context.Context, p *Profile, state *CycleState, obj *schemas.Object, pi *PodInfo, d *Decision, cycle uint64, assumed []AssumedPod, failed func(error), done func()) (queued bool, err error) {
 	for _, pl := range p.Bind {
 		st := pl.Bind(ctx, state, pi, d.Node)
 		if st.IsSkip() {
@@ -457,7 +582,7 @@ func (s *Scheduler) bind(ctx context.Context, p *Profile, state *CycleState, obj
 	}
 	ev.Actor = "scheduler/" + p.Name + "@" + s.cfg.Instance
 	ev.Time = timestamppb.New(s.cfg.Now())
-	req := &bindRequest{pod: pi.Key, entry: events.Entry{Event: ev, Expect: obj.GetMetadata().GetResourceVersion()}, failed: failed}
+	req := &bindRequest{pod: pi.Key, entry: events.Entry{Event: ev, Expect: obj.GetMetadata().GetResourceVersion()}, failed: failed, done: done}
 	s.bindMu.Lock()
 	s.binding[pi.Key] = true
 	if s.bindIdle == nil {
@@ -548,6 +673,8 @@ func (s *Scheduler) bindLoop(ctx context.Context) error {
 			for i, r := range batch {
 				if errs != nil && errs[i] != nil {
 					r.failed(errs[i])
+				} else if r.done != nil {
+					r.done()
 				}
 				s.bound(r.pod)
 			}
@@ -563,9 +690,17 @@ func (s *Scheduler) Requeue(rec *schemas.ObjectRecord) []projections.Key {
 	if rec == nil {
 		return nil
 	}
+	var action ActionType
 	switch rec.GetKind() {
 	case "Node":
+		// The record does not say whether the node is new: a node
+		// change counts as both an addition and an update.
+		action = Add | Update
+		if rec.GetStatus().GetGoal() == projections.GoalDeleted {
+			action = Delete
+		}
 	case "Pod":
+		action = Delete
 		phase := ""
 		if d := rec.GetStatus().GetDetails(); d != nil {
 			phase = d.GetFields()["phase"].GetStringValue()
@@ -579,8 +714,10 @@ func (s *Scheduler) Requeue(rec *schemas.ObjectRecord) []projections.Key {
 	s.unschedMu.Lock()
 	defer s.unschedMu.Unlock()
 	out := make([]projections.Key, 0, len(s.unsched))
-	for k := range s.unsched {
-		out = append(out, k)
+	for k, u := range s.unsched {
+		if u.profile == nil || u.profile.Interested(context.Background(), u.rejectedBy, rec.GetKind(), action) {
+			out = append(out, k)
+		}
 	}
 	return out
 }

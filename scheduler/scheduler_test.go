@@ -58,6 +58,11 @@ func TestScheduleAppendsBound(t *testing.T) {
 		cond["status"].GetStringValue() != "False" || cond["message"].GetStringValue() != want {
 		t.Fatalf("status details %v, want a v1 PodStatus with PodScheduled=False", res.Details)
 	}
+	// A pod no node takes is not Ready (the runtime would record a run
+	// without a Ready condition as Ready=True).
+	if len(res.Conditions) != 2 || res.Conditions[1].Type != "Ready" || res.Conditions[1].Status != "False" {
+		t.Fatalf("conditions %v, want Ready=False beside PodScheduled=False", res.Conditions)
+	}
 	// A new node is a hint for b; a pod that is merely updated is not.
 	if keys := c.sched.Requeue(&schemas.ObjectRecord{Kind: "Node"}); len(keys) != 1 || keys[0].Name != "b" {
 		t.Fatalf("Requeue(Node) = %v, want [b]", keys)

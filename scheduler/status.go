@@ -19,12 +19,22 @@ const (
 	// UnschedulableAndUnresolvable: the node cannot fit, whatever changes
 	// on it (preemption would not help).
 	UnschedulableAndUnresolvable
+	// Wait: from Permit, the pod waits (until allowed, rejected or its
+	// timeout) before it is bound.
+	Wait
 	// Skip: from PreFilter or PreScore, the plugin has nothing to do for
-	// this pod and its Filter or Score is not called.
+	// this pod and its Filter or Score is not called; from Bind, the next
+	// binder decides.
 	Skip
+	// Pending: the pod cannot be placed until something outside the
+	// scheduler happens; a node it is returned for is rejected.
+	Pending
 )
 
-var codeNames = [...]string{"Success", "Error", "Unschedulable", "UnschedulableAndUnresolvable", "Skip"}
+// The numbering is Kubernetes' (framework.Code), which the WebAssembly
+// ABI passes through unchanged.
+
+var codeNames = [...]string{"Success", "Error", "Unschedulable", "UnschedulableAndUnresolvable", "Wait", "Skip", "Pending"}
 
 func (c Code) String() string {
 	if int(c) < len(codeNames) && c >= 0 {
@@ -61,11 +71,14 @@ func (s *Status) IsSuccess() bool { return s == nil || s.Code == Success }
 // IsSkip reports whether s is Skip.
 func (s *Status) IsSkip() bool { return s != nil && s.Code == Skip }
 
-// IsRejected reports whether s rejects a node (Unschedulable or
-// UnschedulableAndUnresolvable).
+// IsRejected reports whether s rejects a node (Unschedulable,
+// UnschedulableAndUnresolvable or Pending), as kube-scheduler counts it.
 func (s *Status) IsRejected() bool {
-	return s != nil && (s.Code == Unschedulable || s.Code == UnschedulableAndUnresolvable)
+	return s != nil && (s.Code == Unschedulable || s.Code == UnschedulableAndUnresolvable || s.Code == Pending)
 }
+
+// IsWait reports whether s is Wait.
+func (s *Status) IsWait() bool { return s != nil && s.Code == Wait }
 
 // GetCode is s.Code, Success for nil.
 func (s *Status) GetCode() Code {

@@ -23,7 +23,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// EventType says what an event means; see the table in DESIGN.md.
+// EventType says what an event means; see the table in docs/ARCHITECTURE.md.
 type EventType int32
 
 const (

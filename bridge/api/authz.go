@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/bridge/gate"
 )
 
 // Role is what an API token may do.
@@ -89,6 +89,7 @@ var routeVerbs = map[string]verb{
 	"GET /v1/objects":   verbRead,
 	"GET /v1/object":    verbRead,
 	"GET /v1/watch":     verbRead,
+	"GET /v1/subscribe": verbRead,
 	"GET /v1/history":   verbRead,
 	"GET /v1/state":     verbRead,
 	"GET /v1/clusters":  verbRead,
@@ -175,9 +176,15 @@ func authorize(p *Principal, pattern string, r *http.Request) error {
 	if !p.may(v) {
 		return httpError(http.StatusForbidden, fmt.Sprintf("%s (role %s) may not %s", p.Name, p.Role, pattern))
 	}
-	if len(p.Namespaces) == 0 || pattern == "POST /v1/apply" || pattern == "GET /v1/version" {
-		// Apply checks each object's namespace once decoded; the version
-		// tells nothing of any namespace.
+	switch {
+	case len(p.Namespaces) == 0, pattern == "POST /v1/apply", pattern == "GET /v1/version", pattern == "GET /v1/subscribe":
+		// The gate checks each object's namespace once decoded; the
+		// version tells nothing of any namespace; subscribe checks its
+		// namespaces= list against the token's.
+		return nil
+	case pattern == "POST /v1/images", pattern == "DELETE /v1/images", pattern == "PUT /v1/charts/{name}/{version}":
+		// Images and charts are not in a namespace: their handlers ask
+		// the gate's rules about the name (authorizeArtifact).
 		return nil
 	}
 	if pattern == "GET /v1/clusters" {
@@ -207,22 +214,24 @@ func principalOf(ctx context.Context) *Principal {
 	return anonymous
 }
 
-// authorizeObjects checks the request's principal may write every object:
-// one out of scope refuses the whole apply (403), nothing is written.
-func authorizeObjects(ctx context.Context, objs []*schemas.Object) error {
-	p := principalOf(ctx)
-	var out []string
-	for _, o := range objs {
-		if ns := o.GetMetadata().GetNamespace(); !p.inScope(ns) {
-			where := "cluster scope"
-			if ns != "" {
-				where = "namespace " + ns
-			}
-			out = append(out, fmt.Sprintf("%s/%s in %s", o.GetKind(), o.GetMetadata().GetName(), where))
-		}
+// gate is p as the gate knows it: user/<name>, its role and namespaces.
+func (p *Principal) gate() gate.Principal {
+	role := gate.RoleAdmin
+	switch p.Role {
+	case RoleWriter:
+		role = gate.RoleWriter
+	case RoleReader:
+		role = gate.RoleReader
 	}
-	if len(out) > 0 {
-		return &statusError{code: http.StatusForbidden, msg: fmt.Sprintf("%s may not write %s; nothing was applied", p.Name, strings.Join(out, ", "))}
+	return gate.Principal{Name: "user/" + p.Name, Role: role, Namespaces: p.Namespaces}
+}
+
+// authorizeArtifact checks the request's principal may push or delete the
+// image ref, or push the chart name (gate.Authorize: confined writers
+// only images named <namespace>/..., charts only unconfined writers).
+func authorizeArtifact(ctx context.Context, v gate.Verb, ref string) error {
+	if err := gate.Authorize(principalOf(ctx).gate(), v, gate.Target{Image: ref}); err != nil {
+		return httpError(http.StatusForbidden, err.Error())
 	}
 	return nil
 }

@@ -13,6 +13,10 @@ func (s *Server) backup(w http.ResponseWriter, r *http.Request, actor string) er
 	if s.cfg.Backup == nil {
 		return httpError(http.StatusNotImplemented, "this server takes no backups")
 	}
+	// As long as the log is: exempt from the read and write timeouts.
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	_ = rc.SetReadDeadline(time.Time{})
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=jetplane-%s.backup", time.Now().UTC().Format("20060102T150405Z")))
 	s.cfg.Logger.Info("backup started", "actor", actor)

@@ -12,6 +12,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/internal/render"
 )
@@ -37,6 +38,9 @@ func (s *Server) putChart(w http.ResponseWriter, r *http.Request, actor string) 
 		return httpError(http.StatusNotImplemented, "this server keeps no charts")
 	}
 	name, version := r.PathValue("name"), r.PathValue("version")
+	if err := authorizeArtifact(r.Context(), gate.VerbPushChart, name+":"+version); err != nil {
+		return err
+	}
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 		return httpError(http.StatusBadRequest, fmt.Sprintf("chart name %q: %v", name, errs))
 	}

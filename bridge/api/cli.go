@@ -12,6 +12,7 @@ import (
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/crd"
 	"github.com/jetplane/jetplane/schemas/kinds"
 )
 
@@ -73,7 +74,7 @@ func (s *Server) resolveKind(r *http.Request, route string) error {
 	if name == "" {
 		return nil
 	}
-	kind, err := kinds.Resolve(name, s.cfg.Store.Kinds())
+	kind, err := kinds.ResolveDefined(name, s.cfg.Store.Kinds(), s.defined().Infos())
 	if err != nil {
 		if route == "/v1/history" && errors.Is(err, kinds.ErrUnknown) {
 			return nil
@@ -85,6 +86,15 @@ func (s *Server) resolveKind(r *http.Request, route string) error {
 	return nil
 }
 
+// defined is the catalog of defined kinds (empty when the server has
+// none).
+func (s *Server) defined() *crd.Catalog {
+	if s.cfg.Defined == nil {
+		return crd.NewCatalog(nil)
+	}
+	return s.cfg.Defined()
+}
+
 func (s *Server) reconciler(kind string) string {
 	if s.cfg.Reconciler == nil {
 		return ""
@@ -94,16 +104,48 @@ func (s *Server) reconciler(kind string) string {
 
 // kinds answers GET /v1/kinds: every kind known by name, with its short
 // names, how many objects of it exist and what reconciles it.
-func (s *Server) kinds(w http.ResponseWriter, _ *http.Request, _ string) error {
+//
+// A confined token counts, and sees kinds seen, only in its namespaces
+// (the one it names with ?namespace=, or all of them): counts elsewhere
+// would tell it what other namespaces hold.
+func (s *Server) kinds(w http.ResponseWriter, r *http.Request, _ string) error {
 	seen := s.cfg.Store.Kinds()
+	var scope []string
+	if p := principalOf(r.Context()); len(p.Namespaces) > 0 {
+		scope = p.Namespaces
+		if ns := r.URL.Query().Get("namespace"); ns != "" {
+			scope = []string{ns}
+		}
+	}
+	count := func(kind string) int {
+		if scope == nil {
+			keys, _ := s.cfg.Store.Keys(projections.Query{Kind: kind})
+			return len(keys)
+		}
+		n := 0
+		for _, ns := range scope {
+			keys, _ := s.cfg.Store.Keys(projections.Query{Kind: kind, Namespace: ns})
+			n += len(keys)
+		}
+		return n
+	}
+	if scope != nil {
+		seen = slices.DeleteFunc(slices.Clone(seen), func(k string) bool { return count(k) == 0 })
+	}
+	defined := s.defined()
 	resp := KindsResponse{Kinds: []KindInfo{}}
-	for _, in := range kinds.Catalogue(seen) {
-		keys, _ := s.cfg.Store.Keys(projections.Query{Kind: in.Key()})
-		resp.Kinds = append(resp.Kinds, KindInfo{
+	for _, in := range kinds.CatalogueDefined(seen, defined.Infos()) {
+		info := KindInfo{
 			Kind: in.Kind, Group: in.Group, Name: in.Key(), Plural: in.Plural, ShortNames: in.Short,
-			Namespaced: in.Namespaced, Objects: len(keys), Seen: slices.Contains(seen, in.Key()),
+			Namespaced: in.Namespaced, Objects: count(in.Key()), Seen: slices.Contains(seen, in.Key()),
 			Reconciler: s.reconciler(in.Key()),
-		})
+		}
+		if d := defined.Lookup(in.Key()); d != nil {
+			for _, c := range d.Columns(d.Storage) {
+				info.Columns = append(info.Columns, PrinterColumn{Name: c.Name, Type: c.Type, JSONPath: c.JSONPath, Priority: c.Priority})
+			}
+		}
+		resp.Kinds = append(resp.Kinds, info)
 	}
 	return writeJSON(w, resp)
 }
@@ -126,23 +168,29 @@ func (s *Server) describe(w http.ResponseWriter, r *http.Request, _ string) erro
 	}
 	k = projections.ObjectKey(o)
 	resp := DescribeResponse{Object: rawObject(s.show(r, s.withNextRun(o))), Reconciler: s.reconciler(k.Kind), Dependents: []Key{}, Dependencies: []Dependency{}, Events: []json.RawMessage{}}
+	p := principalOf(r.Context())
 	for _, d := range o.GetMetadata().GetDependsOn() {
 		dk := projections.KeyOf(d)
 		dep := Dependency{Key: wireKey(dk), Ready: "missing"}
-		if do := s.cfg.Store.Get(dk); do != nil {
+		if !p.inScope(dk.Namespace) {
+			// Whether it exists, and how it does, is another namespace's.
+			dep.Ready = "Unknown"
+		} else if do := s.cfg.Store.Get(dk); do != nil {
 			dep.Ready, dep.Phase = readyStatus(do.GetStatus()), do.GetStatus().GetPhase()
 		}
 		resp.Dependencies = append(resp.Dependencies, dep)
 	}
 	for _, dk := range s.cfg.Store.Dependents(k) {
-		resp.Dependents = append(resp.Dependents, wireKey(dk))
+		if p.inScope(dk.Namespace) {
+			resp.Dependents = append(resp.Dependents, wireKey(dk))
+		}
 	}
-	evs, err := s.cfg.Log.History(r.Context(), k.Proto())
+	const lastEvents = 10
+	evs, err := s.cfg.Log.LastEvents(r.Context(), k.Proto(), lastEvents)
 	if err != nil {
 		return err
 	}
-	const lastEvents = 10
-	for _, ev := range evs[max(0, len(evs)-lastEvents):] {
+	for _, ev := range evs {
 		resp.Events = append(resp.Events, rawEvent(s.showEvent(r, ev)))
 	}
 	return writeJSON(w, resp)
@@ -247,12 +295,20 @@ func byResourceVersion(objs []*schemas.Object) {
 // dependents before what they depend on (kubectl's cascade; ?cascade=orphan
 // deletes the Namespace alone). Objects already being deleted are
 // reported unchanged.
-func (s *Server) deleteNamespace(w http.ResponseWriter, r *http.Request, actor string, ns projections.Key) error {
+func (s *Server) deleteNamespace(w http.ResponseWriter, r *http.Request, _ string, ns projections.Key) error {
+	actor := principalOf(r.Context()).gate()
+	// Out of scope is refused before existence is told.
+	if err := gate.Authorize(actor, gate.VerbDelete, gate.Target{Kind: ns.Kind, Name: ns.Name, ClusterScoped: true}); err != nil {
+		return err
+	}
 	if s.cfg.Store.Get(ns) == nil {
 		return httpError(http.StatusNotFound, fmt.Sprintf("%s not found", ns))
 	}
 	objs, _ := s.cfg.Store.List(projections.Query{Namespace: ns.Name})
-	idem := r.Header.Get("Idempotency-Key")
+	idem, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
 	var resp ApplyResponse
 	for _, k := range reverseDependencyOrder(objs) {
 		out, err := s.cfg.Gate.Delete(r.Context(), actor, k, idem)

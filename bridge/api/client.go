@@ -250,7 +250,23 @@ func (c *Client) StateAt(ctx context.Context, at string, q Query) (*ListResponse
 	v := q.values()
 	v.Set("at", at)
 	var out ListResponse
-	return &out, c.do(ctx, http.MethodGet, "/v1/state", v, nil, nil, &out)
+	for first := true; ; first = false {
+		var page ListResponse
+		if err := c.do(ctx, http.MethodGet, "/v1/state", v, nil, nil, &page); err != nil {
+			return &out, err
+		}
+		if first {
+			out.ResourceVersion = page.ResourceVersion
+		}
+		out.Items = append(out.Items, page.Items...)
+		if page.Continue == "" {
+			if out.Items == nil {
+				out.Items = []json.RawMessage{}
+			}
+			return &out, nil
+		}
+		v.Set("continue", page.Continue)
+	}
 }
 
 // Clusters lists the Kubernetes clusters the server's bridge watches.
@@ -263,14 +279,24 @@ func (c *Client) Clusters(ctx context.Context) (*ClustersResponse, error) {
 // current objects first) to fn until ctx ends or fn returns an error. When
 // the stream breaks it resumes from the last resourceVersion seen.
 func (c *Client) Watch(ctx context.Context, q Query, from uint64, fn func(WatchEvent) error) error {
+	return c.resume(ctx, true, func() error { return c.watchOnce(ctx, q, &from, fn) })
+}
+
+// resume runs one stream after another until ctx ends, fn's handler stops
+// it, the server refuses it, or (without follow) one ends cleanly; a
+// network error is reported to WatchRetry and retried after a second.
+// Each stream resumes from what the one before it delivered.
+func (c *Client) resume(ctx context.Context, follow bool, stream func() error) error {
 	for {
-		err := c.watchOnce(ctx, q, &from, fn)
+		err := stream()
 		var apiErr *APIError
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case errors.As(err, &apiErr), errors.Is(err, errStopWatch):
 			return err
+		case err == nil && !follow:
+			return nil
 		case err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
 			// A network error: retry after a pause, as the stream would.
 			if c.WatchRetry != nil {
@@ -285,6 +311,30 @@ func (c *Client) Watch(ctx context.Context, q Query, from uint64, fn func(WatchE
 	}
 }
 
+// openStream GETs path with v as a long-lived stream: a refusal is an
+// *APIError, and the caller closes the body.
+func (c *Client) openStream(ctx context.Context, path string, v url.Values, accept string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.BaseURL, "/")+path+"?"+v.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.httpClient().Do(req)
+	if err != nil {
+		return nil, unreachable(c.BaseURL, err)
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
+	}
+	return resp, nil
+}
+
 var errStopWatch = errors.New("watch stopped by handler")
 
 func (c *Client) watchOnce(ctx context.Context, q Query, from *uint64, fn func(WatchEvent) error) error {
@@ -295,22 +345,11 @@ func (c *Client) watchOnce(ctx context.Context, q Query, from *uint64, fn func(W
 	if c.ShowSecrets {
 		v.Set(showSecretsParam, "true")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(c.BaseURL, "/")+"/v1/watch?"+v.Encode(), nil)
+	resp, err := c.openStream(ctx, "/v1/watch", v, "text/event-stream")
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Accept", "text/event-stream")
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	resp, err := c.httpClient().Do(req)
-	if err != nil {
-		return unreachable(c.BaseURL, err)
-	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		return decodeError(resp)
-	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
 	for sc.Scan() {

@@ -1,10 +1,12 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +28,16 @@ type Limits struct {
 	// gives no limit (default 1000), MaxPageSize the largest limit a
 	// request may ask (default 10000).
 	PageSize, MaxPageSize int
+	// PageBytes ends a history page early once its events hold this many
+	// bytes encoded (default 4 MiB; at least one event per page).
+	PageBytes int
+	// ReadHeaderTimeout, ReadTimeout and IdleTimeout bound how long a
+	// client may take to send a request's headers (default 10 s), its
+	// whole request (default 5 min: an image push is large), and how long
+	// a kept-alive connection may sit idle (default 2 min). WriteTimeout
+	// bounds writing an answer (default 5 min); watches, followed logs and
+	// backups are exempt, being long by design.
+	ReadHeaderTimeout, ReadTimeout, IdleTimeout, WriteTimeout time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -43,6 +55,21 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxPageSize == 0 {
 		l.MaxPageSize = 10000
+	}
+	if l.PageBytes == 0 {
+		l.PageBytes = 4 << 20
+	}
+	if l.ReadHeaderTimeout == 0 {
+		l.ReadHeaderTimeout = 10 * time.Second
+	}
+	if l.ReadTimeout == 0 {
+		l.ReadTimeout = 5 * time.Minute
+	}
+	if l.IdleTimeout == 0 {
+		l.IdleTimeout = 2 * time.Minute
+	}
+	if l.WriteTimeout == 0 {
+		l.WriteTimeout = 5 * time.Minute
 	}
 	if l.PageSize > l.MaxPageSize {
 		l.PageSize = l.MaxPageSize
@@ -117,4 +144,52 @@ func writeLimited(w http.ResponseWriter, e *limited) error {
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	return httpError(http.StatusTooManyRequests, e.msg)
+}
+
+// ConfigureServer sets hs's timeouts from the limits and makes its
+// Shutdown end every open stream (watches, followed logs) at once: they
+// would otherwise hold the shutdown until their clients leave.
+func (s *Server) ConfigureServer(hs *http.Server) {
+	hs.ReadHeaderTimeout = s.limitsCfg.ReadHeaderTimeout
+	hs.ReadTimeout = s.limitsCfg.ReadTimeout
+	hs.IdleTimeout = s.limitsCfg.IdleTimeout
+	hs.WriteTimeout = s.limitsCfg.WriteTimeout
+	hs.RegisterOnShutdown(s.closeStreams)
+}
+
+// stream marks the request as a long stream: exempt from the read and
+// write timeouts, and ended when the server shuts down. The returned context ends
+// then or with the request; release frees it.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request) (context.Context, func()) {
+	// The read deadline too: the server's background read of a request
+	// past its deadline would cancel the stream.
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{})
+	_ = rc.SetReadDeadline(time.Time{})
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(s.streams, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}
+
+// MaxIdempotencyKey bounds an Idempotency-Key header.
+const MaxIdempotencyKey = 128
+
+// idempotencyKey is the request's Idempotency-Key: at most
+// MaxIdempotencyKey characters of letters, digits and -_.:+/= (a UUID, a
+// ULID, base64), or a 400 saying so.
+func idempotencyKey(r *http.Request) (string, error) {
+	k := r.Header.Get("Idempotency-Key")
+	if len(k) > MaxIdempotencyKey {
+		return "", httpError(http.StatusBadRequest, fmt.Sprintf("Idempotency-Key: %d characters, at most %d (a UUID is 36)", len(k), MaxIdempotencyKey))
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-_.:+/=", c) >= 0) {
+			return "", httpError(http.StatusBadRequest, fmt.Sprintf("Idempotency-Key: character %d (%q) is not allowed; use letters, digits and -_.:+/= (at most %d)", i+1, c, MaxIdempotencyKey))
+		}
+	}
+	return k, nil
 }

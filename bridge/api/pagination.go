@@ -103,29 +103,6 @@ func (s *Server) pageKeys(r *http.Request, keys []projections.Key) ([]projection
 	return keys[:limit], encodeCursor(cursor{Kind: last.Kind, Namespace: last.Namespace, Name: last.Name}), nil
 }
 
-// pageEvents cuts one page out of evs (ordered by sequence).
-func (s *Server) pageEvents(r *http.Request, evs []*schemas.Event) ([]*schemas.Event, string, error) {
-	limit, err := s.pageLimit(r)
-	if err != nil {
-		return nil, "", err
-	}
-	if tok := r.URL.Query().Get("continue"); tok != "" {
-		c, err := decodeCursor(tok)
-		if err != nil {
-			return nil, "", err
-		}
-		i := 0
-		for i < len(evs) && evs[i].GetSequence() <= c.Seq {
-			i++
-		}
-		evs = evs[i:]
-	}
-	if len(evs) <= limit {
-		return evs, "", nil
-	}
-	return evs[:limit], encodeCursor(cursor{Seq: evs[limit-1].GetSequence()}), nil
-}
-
 // listPage answers one page of a list. A list that fits one page is read
 // as one consistent snapshot (Store.List); a longer one is paged by key
 // and only the page's objects are decoded, each at its latest version (a

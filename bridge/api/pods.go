@@ -13,13 +13,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/events"
 )
 
 // Pods is what the image and logs routes need.
 type Pods interface {
 	Images() *events.Images
+	// ReadLogs and NewestLog read a pod's logs (events.NodeStore); the
+	// query's Node is filled in with the node the pod is bound to.
 	ReadLogs(ctx context.Context, q events.LogQuery, fn func(events.LogLine) error) error
+	NewestLog(ctx context.Context, q events.LogQuery) ([]events.LogLine, error)
 	// ImageInUse names the pods (namespace/name) that use the image ref
 	// (or its digest).
 	ImageInUse(ref, digest string) []string
@@ -61,6 +65,9 @@ func imageError(err error) error {
 
 func (s *Server) imagePush(w http.ResponseWriter, r *http.Request, _ string) error {
 	ref := r.URL.Query().Get("ref")
+	if err := authorizeArtifact(r.Context(), gate.VerbPushImage, ref); err != nil {
+		return err
+	}
 	max := s.cfg.Pods.MaxImageBytes()
 	im, err := s.cfg.Pods.Images().Push(r.Context(), ref, r.Body, max)
 	if err != nil {
@@ -114,6 +121,9 @@ func (s *Server) imageModule(w http.ResponseWriter, r *http.Request, _ string) e
 
 func (s *Server) imageRemove(w http.ResponseWriter, r *http.Request, _ string) error {
 	ref := r.URL.Query().Get("ref")
+	if err := authorizeArtifact(r.Context(), gate.VerbDeleteImage, ref); err != nil {
+		return err
+	}
 	if err := s.cfg.Pods.Images().Remove(r.Context(), ref, s.cfg.Pods.ImageInUse); err != nil {
 		return imageError(err)
 	}
@@ -152,42 +162,66 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, _ string) error {
 	if previous && lq.Follow {
 		return httpError(http.StatusBadRequest, "previous and follow do not go together: a previous run has ended")
 	}
-	// Without follow, read all first: which run is current, and the tail,
-	// are known only at the end.
-	var lines []events.LogLine
-	maxRestart := -1
-	stored := lq
-	stored.Follow = false
-	if err := s.cfg.Pods.ReadLogs(r.Context(), stored, func(l events.LogLine) error {
-		lines = append(lines, l)
-		maxRestart = max(maxRestart, l.Restart)
-		return nil
-	}); err != nil {
+	// Which run is current is known from the newest chunk of each
+	// container; the stored lines then stream, never held whole: a tail
+	// starts that many chunks from the end (each chunk holds at least one
+	// line) and keeps only the last tail lines.
+	newest, err := s.cfg.Pods.NewestLog(r.Context(), lq)
+	if err != nil {
 		return err
 	}
-	want := maxRestart
+	want := -1
+	var after uint64
+	for _, l := range newest {
+		want = max(want, l.Restart)
+		after = max(after, l.Seq)
+	}
 	if previous {
 		want--
 		if want < 0 {
 			return httpError(http.StatusBadRequest, "the pod has no previous run")
 		}
 	}
-	var text [][]byte
-	for _, l := range lines {
-		if l.Restart != want && (previous || !lq.Follow) {
-			continue
-		}
-		sc := bufio.NewScanner(bytes.NewReader(l.Data))
-		sc.Buffer(make([]byte, 0, 64<<10), events.LogChunkBytes+1)
-		for sc.Scan() {
-			text = append(text, append(sc.Bytes(), '\n'))
-		}
-	}
-	if tail >= 0 && len(text) > tail {
-		text = text[len(text)-tail:]
-	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	for _, t := range text {
+	var ring [][]byte // the last tail lines, when tail >= 0
+	if tail != 0 && len(newest) > 0 {
+		stored := lq
+		stored.Follow = false
+		if tail > 0 && !previous {
+			stored.Last = tail
+		}
+		var werr error
+		if err := s.cfg.Pods.ReadLogs(r.Context(), stored, func(l events.LogLine) error {
+			if l.Seq > after {
+				return errStop // newer than the newest seen: the follow's
+			}
+			if l.Restart != want && (previous || !lq.Follow) {
+				return nil
+			}
+			sc := bufio.NewScanner(bytes.NewReader(l.Data))
+			sc.Buffer(make([]byte, 0, 4<<10), events.LogChunkBytes+1)
+			for sc.Scan() {
+				line := append(sc.Bytes(), '\n')
+				if tail < 0 {
+					if _, werr = w.Write(line); werr != nil {
+						return werr
+					}
+					continue
+				}
+				if len(ring) == tail {
+					ring = append(ring[:0], ring[1:]...)
+				}
+				ring = append(ring, bytes.Clone(line))
+			}
+			return nil
+		}); err != nil && !errors.Is(err, errStop) {
+			if werr != nil {
+				return nil // the client went away
+			}
+			return err
+		}
+	}
+	for _, t := range ring {
 		if _, err := w.Write(t); err != nil {
 			return nil
 		}
@@ -198,12 +232,10 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, _ string) error {
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
-	seen := len(lines)
-	n := 0
-	err := s.cfg.Pods.ReadLogs(r.Context(), lq, func(l events.LogLine) error {
-		if n++; n <= seen {
-			return nil
-		}
+	ctx, release := s.stream(w, r)
+	defer release()
+	lq.After = after
+	err = s.cfg.Pods.ReadLogs(ctx, lq, func(l events.LogLine) error {
 		if _, err := w.Write(l.Data); err != nil {
 			return err
 		}
@@ -212,11 +244,14 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, _ string) error {
 		}
 		return nil
 	})
-	if r.Context().Err() != nil {
+	if ctx.Err() != nil {
 		return nil
 	}
 	return err
 }
+
+// errStop ends a read early.
+var errStop = errors.New("stop")
 
 // PushImage uploads a module as ref (NAME:TAG).
 func (c *Client) PushImage(ctx context.Context, ref string, module io.Reader, size int64) (*ImageInfo, error) {
@@ -236,7 +271,7 @@ func (c *Client) Images(ctx context.Context) ([]ImageInfo, error) {
 
 // ImageSource reads modules from jetplane's image store through the API:
 // what a WebAssembly scheduler plugin named by image needs outside a
-// jetplane process (explain --replay).
+// jetplane process (placement --replay).
 type ImageSource struct{ Client *Client }
 
 // Resolve names the module ref stands for.

@@ -2,14 +2,13 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/bridge/seal"
-	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
 )
 
@@ -30,24 +29,10 @@ func authorizeSecrets(p *Principal, r *http.Request) error {
 	if q.Get(showSecretsParam) == "true" && !p.CanSeeSecrets() {
 		return httpError(http.StatusForbidden, fmt.Sprintf("%s may not see secret values; ask an admin for a token with +secrets", p.Name))
 	}
-	if q.Get(purgeParam) == "true" && p.Role != RoleAdmin {
-		return httpError(http.StatusForbidden, fmt.Sprintf("%s (role %s) may not destroy secret data; only admins may", p.Name, p.Role))
-	}
-	return nil
-}
-
-// sealObjects seals the secret fields of objs before they reach the gate.
-func (s *Server) sealObjects(ctx context.Context, objs []*schemas.Object) error {
-	for _, o := range objs {
-		if !seal.Secret(o.GetKind()) {
-			continue
-		}
-		current := s.cfg.Store.Get(projections.ObjectKey(o))
-		if err := s.cfg.Sealer.Seal(ctx, o, current); err != nil {
-			if errors.Is(err, seal.ErrNoKey) {
-				return httpError(http.StatusBadRequest, fmt.Sprintf("%s %s/%s: %v", o.GetKind(), o.GetMetadata().GetNamespace(), o.GetMetadata().GetName(), err))
-			}
-			return fmt.Errorf("seal %s %s/%s: %w", o.GetKind(), o.GetMetadata().GetNamespace(), o.GetMetadata().GetName(), err)
+	if q.Get(purgeParam) == "true" {
+		t := gate.Target{Kind: q.Get("kind"), Namespace: q.Get("namespace"), Name: q.Get("name")}
+		if err := gate.Authorize(p.gate(), gate.VerbShred, t); err != nil {
+			return httpError(http.StatusForbidden, fmt.Sprintf("%s (role %s) may not destroy secret data of %s/%s/%s; only admins may, in their namespaces", p.Name, p.Role, t.Kind, t.Namespace, t.Name))
 		}
 	}
 	return nil
@@ -56,7 +41,7 @@ func (s *Server) sealObjects(ctx context.Context, objs []*schemas.Object) error 
 // show is o as the request may see it: secret values in clear when asked
 // for (authorizeSecrets has checked the right), else masked.
 func (s *Server) show(r *http.Request, o *schemas.Object) *schemas.Object {
-	if o == nil || !seal.Secret(o.GetKind()) {
+	if o == nil || !seal.Holds(o) {
 		return o
 	}
 	if r.URL.Query().Get(showSecretsParam) == "true" {

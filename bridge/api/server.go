@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +25,7 @@ import (
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/crd"
 	"github.com/jetplane/jetplane/schemas/manifest"
 )
 
@@ -32,7 +35,10 @@ const MaxBodyBytes = 64 << 20
 // Log is what the API reads from the log directly.
 type Log interface {
 	projections.Log
-	History(ctx context.Context, key *schemas.ObjectKey) ([]*schemas.Event, error)
+	// HistoryPage and LastEvents read one key's events, bounded in
+	// memory (events.Log).
+	HistoryPage(ctx context.Context, key *schemas.ObjectKey, after uint64, limit, maxBytes int) ([]*schemas.Event, bool, error)
+	LastEvents(ctx context.Context, key *schemas.ObjectKey, n int) ([]*schemas.Event, error)
 	SequenceAt(ctx context.Context, t time.Time) (uint64, error)
 }
 
@@ -74,6 +80,10 @@ type Config struct {
 	// Reconciler names what reconciles objects of kind ("" when nothing
 	// does: they are stored only); nil means nothing reconciles any kind.
 	Reconciler func(kind string) string
+	// Defined is the catalog of kinds defined by CustomResourceDefinitions
+	// in effect (gate.KindCheck.Catalog): names resolve against it and
+	// /v1/kinds lists its kinds with their printer columns. Nil: none.
+	Defined func() *crd.Catalog
 	// Version describes the server for GET /v1/version.
 	Version Version
 	// Console serves the web console at /; nil serves none.
@@ -87,6 +97,8 @@ type Config struct {
 	Logger     *slog.Logger
 	// Pods serves images and pod logs; nil leaves those routes out.
 	Pods Pods
+	// Integrity verifies the stored log (verify.go); nil answers 501.
+	Integrity Integrity
 }
 
 // Server is the HTTP API. It is an http.Handler.
@@ -100,6 +112,14 @@ type Server struct {
 	tokens    *tokens
 	limits    *limiter
 	limitsCfg Limits
+	// stateSt is the state last rebuilt for GET /v1/state, at stateSeq;
+	// stateMu also lets one rebuild run at a time.
+	stateMu  sync.Mutex
+	stateSt  *projections.Store
+	stateSeq uint64
+	// streams ends with the server's shutdown (ConfigureServer).
+	streams      context.Context
+	closeStreams context.CancelFunc
 }
 
 // New validates cfg and builds the handler.
@@ -127,6 +147,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	lim := cfg.Limits.withDefaults()
 	s := &Server{cfg: cfg, tokens: toks, limits: newLimiter(lim), limitsCfg: lim, mux: http.NewServeMux()}
+	s.streams, s.closeStreams = context.WithCancel(context.Background())
 	s.reqs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jetplane_api_requests_total", Help: "API requests by route and status code.",
 	}, []string{"route", "code"})
@@ -146,11 +167,14 @@ func New(cfg Config) (*Server, error) {
 	s.route("GET /v1/history", s.history)
 	s.route("GET /v1/state", s.state)
 	s.route("GET /v1/watch", s.watch)
+	s.route("GET /v1/subscribe", s.subscribe)
 	s.route("GET /v1/clusters", s.clusters)
 	s.routeCLI()
 	s.podRoutes()
 	s.route("PUT /v1/charts/{name}/{version}", s.putChart)
 	s.route("GET /v1/backup", s.backup)
+	s.route("GET /v1/verify", s.verify)
+	s.route("GET /v1/checkpoints", s.checkpoints)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	if cfg.Gatherer != nil {
@@ -181,6 +205,9 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap lets http.ResponseController reach the connection (deadlines).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (w *statusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
@@ -201,14 +228,16 @@ func (s *Server) route(pattern string, h handler) {
 		}
 		if err == nil {
 			var release func()
-			if release, err = s.limits.admit(p, pattern == "GET /v1/watch"); err == nil {
+			// A followed log is held open like a watch and counts as one.
+			long := pattern == "GET /v1/watch" || pattern == "GET /v1/subscribe" || (pattern == "GET /v1/logs" && r.URL.Query().Get("follow") == "true")
+			if release, err = s.limits.admit(p, long); err == nil {
 				defer release()
 			} else if le := (*limited)(nil); errors.As(err, &le) {
 				err = writeLimited(sw, le)
 			}
 		}
 		if err == nil {
-			if ready := s.cfg.Ready(); ready != nil && name != "/v1/history" && name != "/v1/clusters" && name != "/v1/version" {
+			if ready := s.cfg.Ready(); ready != nil && name != "/v1/history" && name != "/v1/clusters" && name != "/v1/version" && name != "/v1/verify" && name != "/v1/checkpoints" {
 				err = httpError(http.StatusServiceUnavailable, "not ready: "+ready.Error())
 			} else if err = s.resolveKind(r, name); err == nil {
 				err = h(sw, r.WithContext(withPrincipal(r.Context(), p)), "user/"+p.Name)
@@ -218,7 +247,7 @@ func (s *Server) route(pattern string, h handler) {
 			s.writeError(sw, r, err)
 		}
 		s.reqs.WithLabelValues(name, strconv.Itoa(sw.code)).Inc()
-		if name != "/v1/watch" {
+		if name != "/v1/watch" && name != "/v1/subscribe" {
 			s.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
 		}
 	})
@@ -263,8 +292,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &tooBig):
 		code = http.StatusRequestEntityTooLarge
 		resp.Error = fmt.Sprintf("request body is over %d bytes; split the manifests into several applies", tooBig.Limit)
+	case errors.Is(err, gate.ErrTooLarge):
+		code = http.StatusRequestEntityTooLarge
 	case errors.Is(err, gate.ErrInvalid):
 		code = http.StatusBadRequest
+	case errors.Is(err, gate.ErrForbidden):
+		code = http.StatusForbidden
+	case errors.Is(err, gate.ErrAdoption):
+		code = http.StatusConflict
 	case errors.Is(err, gate.ErrIdempotencyMismatch):
 		code = http.StatusUnprocessableEntity
 	case errors.Is(err, gate.ErrNotFound), errors.Is(err, events.ErrNotFound):
@@ -295,10 +330,10 @@ func writeJSON(w http.ResponseWriter, v any) error {
 	return json.NewEncoder(w).Encode(v)
 }
 
-func (s *Server) apply(w http.ResponseWriter, r *http.Request, actor string) error {
+func (s *Server) apply(w http.ResponseWriter, r *http.Request, _ string) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
-		return err
+		return bodyError(err)
 	}
 	source := r.URL.Query().Get("source")
 	if source == "" {
@@ -311,17 +346,18 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, actor string) err
 	if len(objs) == 0 {
 		return httpError(http.StatusBadRequest, "no objects in the request body; send one or more manifests (YAML or JSON)")
 	}
-	if err := authorizeObjects(r.Context(), objs); err != nil {
+	idem, err := idempotencyKey(r)
+	if err != nil {
 		return err
 	}
-	if err := s.sealObjects(r.Context(), objs); err != nil {
-		return err
-	}
+	// The gate authorizes and seals (decision 0037), and refuses more
+	// objects than one atomic write holds.
+	p := principalOf(r.Context()).gate()
 	var outcomes []gate.Outcome
 	if r.URL.Query().Get("dryRun") == "true" {
-		outcomes, err = s.cfg.Gate.DryRun(r.Context(), actor, objs)
+		outcomes, err = s.cfg.Gate.DryRun(r.Context(), p, objs)
 	} else {
-		outcomes, err = s.cfg.Gate.Apply(r.Context(), actor, objs, r.Header.Get("Idempotency-Key"))
+		outcomes, err = s.cfg.Gate.Apply(r.Context(), p, objs, idem)
 	}
 	if err != nil {
 		return err
@@ -331,6 +367,10 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, actor string) err
 	// written out again.
 	brief := preferMinimal(r.Header.Values("Prefer"))
 	resp := ApplyResponse{Results: make([]ApplyResult, len(outcomes))}
+	for _, o := range objs {
+		resp.Warnings = append(resp.Warnings, Warnings(o)...)
+	}
+	setWarnings(w, resp.Warnings)
 	for i, o := range outcomes {
 		resp.Results[i] = ApplyResult{Key: wireKey(o.Key), Action: string(o.Action)}
 		if brief {
@@ -342,6 +382,16 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, actor string) err
 		}
 	}
 	return writeJSON(w, resp)
+}
+
+// bodyError is a failure to read a request's body: a client too slow for
+// the read timeout is answered 408, not logged as the server's failure.
+func bodyError(err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return httpError(http.StatusRequestTimeout, "the request body did not arrive within the server's read timeout")
+	}
+	return err
 }
 
 // preferMinimal reports whether Prefer headers ask for return=minimal.
@@ -459,7 +509,11 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, actor string) er
 	if cascade := r.URL.Query().Get("cascade"); k.Kind == "Namespace" && k.Namespace == "" && cascade != "orphan" {
 		return s.deleteNamespace(w, r, actor, k)
 	}
-	out, err := s.cfg.Gate.Delete(r.Context(), actor, k, r.Header.Get("Idempotency-Key"))
+	idem, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	out, err := s.cfg.Gate.Delete(r.Context(), principalOf(r.Context()).gate(), k, idem)
 	purge := r.URL.Query().Get(purgeParam) == "true"
 	if purge && (err == nil || errors.Is(err, gate.ErrNotFound)) {
 		// A secret deleted long ago may still need forgetting.
@@ -481,25 +535,42 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, _ string) error
 	if err != nil {
 		return err
 	}
-	evs, err := s.cfg.Log.History(r.Context(), k.Proto())
+	limit, err := s.pageLimit(r)
 	if err != nil {
 		return err
 	}
-	if len(evs) == 0 {
+	var after uint64
+	if tok := r.URL.Query().Get("continue"); tok != "" {
+		c, err := decodeCursor(tok)
+		if err != nil {
+			return err
+		}
+		after = c.Seq
+	}
+	// A page ends at limit events or PageBytes of them, whichever comes
+	// first: only the page is read, so a history of large objects costs
+	// a page's memory, not the history's.
+	evs, more, err := s.cfg.Log.HistoryPage(r.Context(), k.Proto(), after, limit, s.limitsCfg.PageBytes)
+	if err != nil {
+		return err
+	}
+	if len(evs) == 0 && after == 0 {
 		return httpError(http.StatusNotFound, fmt.Sprintf("%s has no history", k))
 	}
-	evs, next, err := s.pageEvents(r, evs)
-	if err != nil {
-		return err
+	resp := HistoryResponse{Events: make([]json.RawMessage, len(evs))}
+	if more && len(evs) > 0 {
+		resp.Continue = encodeCursor(cursor{Seq: evs[len(evs)-1].GetSequence()})
 	}
-	resp := HistoryResponse{Events: make([]json.RawMessage, len(evs)), Continue: next}
 	for i, ev := range evs {
 		resp.Events[i] = rawEvent(s.showEvent(r, ev))
 	}
 	return writeJSON(w, resp)
 }
 
-// state answers the state as of ?at=SEQ or ?at=RFC3339-time.
+// state answers the state as of ?at=SEQ or ?at=RFC3339-time, in pages
+// like a list (?limit=, ?continue=). A continue token carries the
+// sequence, so every page is of the same state; the state rebuilt for one
+// page is kept for the next.
 func (s *Server) state(w http.ResponseWriter, r *http.Request, _ string) error {
 	at := r.URL.Query().Get("at")
 	q, err := queryParam(r)
@@ -507,7 +578,13 @@ func (s *Server) state(w http.ResponseWriter, r *http.Request, _ string) error {
 		return err
 	}
 	var seq uint64
-	if n, err := strconv.ParseUint(at, 10, 64); err == nil {
+	if tok := r.URL.Query().Get("continue"); tok != "" {
+		c, err := decodeCursor(tok)
+		if err != nil {
+			return err
+		}
+		seq = c.Seq
+	} else if n, err := strconv.ParseUint(at, 10, 64); err == nil {
 		seq = n
 	} else if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
 		if seq, err = s.cfg.Log.SequenceAt(r.Context(), t); err != nil {
@@ -520,16 +597,48 @@ func (s *Server) state(w http.ResponseWriter, r *http.Request, _ string) error {
 	if seq > head {
 		return httpError(http.StatusBadRequest, fmt.Sprintf("at: sequence %d is past the newest event (%d)", seq, head))
 	}
-	st, err := projections.StateAt(r.Context(), s.cfg.Log, s.cfg.Blobs, seq)
-	if err != nil {
-		return err
-	}
 	fs, err := fieldParam(r)
 	if err != nil {
 		return err
 	}
-	objs, _ := st.List(q)
-	return writeJSON(w, listResponse(s.showAll(r, fs.filter(objs)), seq))
+	st, err := s.stateAt(r.Context(), seq)
+	if err != nil {
+		return err
+	}
+	keys, _ := st.Keys(q)
+	page, next, err := s.pageKeys(r, keys)
+	if err != nil {
+		return err
+	}
+	objs := make([]*schemas.Object, 0, len(page))
+	for _, k := range page {
+		if o := st.Get(k); o != nil {
+			objs = append(objs, o)
+		}
+	}
+	resp := listResponse(s.showAll(r, fs.filter(objs)), seq)
+	if next != "" {
+		c, _ := decodeCursor(next)
+		c.Seq = seq
+		resp.Continue = encodeCursor(c)
+	}
+	return writeJSON(w, resp)
+}
+
+// stateAt rebuilds the state at seq, or returns the one rebuilt last when
+// it is of the same sequence (the pages of one state).
+func (s *Server) stateAt(ctx context.Context, seq uint64) (*projections.Store, error) {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	if s.stateSt != nil && s.stateSeq == seq {
+		return s.stateSt, nil
+	}
+	st, err := projections.StateAt(ctx, s.cfg.Log, s.cfg.Blobs, seq)
+	if err != nil {
+		return nil, err
+	}
+	s.stateSt, s.stateSeq = st, seq
+	return st, nil
 }
 
 // clusters lists the watched Kubernetes clusters. It answers while the
@@ -578,6 +687,8 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, _ string) error {
 		return err
 	}
 	defer stop()
+	ctx, release := s.stream(w, r)
+	defer release()
 	flusher, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -599,7 +710,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, _ string) error {
 	defer keepalive.Stop()
 	for {
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return nil
 		case <-keepalive.C:
 			if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil {

@@ -34,6 +34,9 @@ type Key struct {
 // ApplyResponse answers POST /v1/apply.
 type ApplyResponse struct {
 	Results []ApplyResult `json:"results"`
+	// Warnings are what the objects ask for that jetplane accepts but
+	// cannot give (see Warnings); also sent as Warning headers.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ListResponse answers GET /v1/objects and GET /v1/state.
@@ -172,6 +175,17 @@ type KindInfo struct {
 	Seen bool `json:"seen"`
 	// Reconciler names what reconciles the kind; empty: stored only.
 	Reconciler string `json:"reconciler,omitempty"`
+	// Columns are the printer columns of a kind defined by a
+	// CustomResourceDefinition, at its storage version.
+	Columns []PrinterColumn `json:"columns,omitempty"`
+}
+
+// PrinterColumn is one of a defined kind's additionalPrinterColumns.
+type PrinterColumn struct {
+	Name     string `json:"name"`
+	Type     string `json:"type,omitempty"`
+	JSONPath string `json:"jsonPath"`
+	Priority int32  `json:"priority,omitempty"`
 }
 
 // Version answers GET /v1/version.

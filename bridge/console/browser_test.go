@@ -56,11 +56,11 @@ func artifacts(t *testing.T) string {
 	return dir
 }
 
-func startServer(t *testing.T, tokens map[string]string) string {
+func startServer(t *testing.T, tokens map[string]string, principals ...api.Principal) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := app.New(ctx, app.Config{
-		DataDir: t.TempDir(), Listen: "127.0.0.1:0", NATSPort: -1, Tokens: tokens,
+		DataDir: t.TempDir(), Listen: "127.0.0.1:0", NATSPort: -1, Tokens: tokens, Principals: principals,
 		Reconcilers: []reconcilers.Reconciler{widgets{}}, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -107,15 +107,32 @@ func configMap(v string) []byte {
 	return []byte(fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web, namespace: shop, labels: {app: web}, dependsOn: [{kind: ConfigMap, name: base}]}\ndata: {v: '%s'}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: base, namespace: shop}\n", v))
 }
 
+// bigConfigMap has enough keys that its first event's diff is folded.
+func bigConfigMap() []byte {
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: big, namespace: shop}\ndata:\n")
+	for i := range 60 {
+		fmt.Fprintf(&b, "  key%02d: value %d\n", i, i)
+	}
+	return []byte(b.String())
+}
+
+// pendingPod waits for a scheduler nobody runs: Pending for good.
+var pendingPod = []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: waiting, namespace: shop}\nspec: {schedulerName: elsewhere, containers: [{name: c, image: hello:v1}]}\n")
+
 // TestConsoleInBrowser loads the console in headless Chromium against a
-// real server with authentication: it takes the token, shows an object
-// applied through the API as it appears (live, through the watch API),
-// opens its history, and moves the time slider back to see the earlier
-// state. Screenshots of each step are kept (see artifacts).
+// real server with authentication: it asks for a token in its own words,
+// shows an object applied through the API as it appears (live, through
+// the watch API) with its age and message, opens its history (YAML diffs
+// of the changed fields, long ones folded, the whole state behind a
+// toggle), and moves the time slider back to see the earlier state and
+// which event that was. A token confined to namespaces gets them to pick
+// from. Screenshots of each step are kept (see artifacts).
 func TestConsoleInBrowser(t *testing.T) {
 	exe := chromium(t)
-	const token = "s3cret"
-	url := startServer(t, map[string]string{token: "alice"})
+	const token, confined = "s3cret", "c0nfined"
+	url := startServer(t, map[string]string{token: "alice"},
+		api.Principal{Token: confined, Name: "carol", Role: api.RoleReader, Namespaces: []string{"shop", "web"}})
 	c := &api.Client{BaseURL: url, Token: token}
 	shots := artifacts(t)
 
@@ -165,11 +182,22 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	row := `tr[data-key="ConfigMap/shop/web"]`
 
-	// Without a token the console says what it needs; with it, it lists.
+	// Without a token the console says what it needs, in its own words (no
+	// command-line flags) and without "No objects."; with it, it lists.
+	var noToken string
 	if err := chromedp.Run(bctx,
 		chromedp.Navigate(url+"/"),
 		poll("the token banner", `!document.getElementById("banner").hidden && document.getElementById("banner").innerText.includes("token")`),
+		poll("the objects page saying it needs a token", `document.getElementById("live").innerText === "needs a token" && document.getElementById("objects-table").hidden`),
+		chromedp.Evaluate(`document.body.innerText`, &noToken),
 		shot("01-token-needed.png"),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(noToken, "--token") || strings.Contains(noToken, "No objects.") {
+		t.Errorf("without a token the console shows:\n%s", noToken)
+	}
+	if err := chromedp.Run(bctx,
 		chromedp.SendKeys("#token", token, chromedp.ByID),
 		chromedp.Click("#token-form button", chromedp.ByQuery),
 		poll("the live objects table", `document.getElementById("live") && document.getElementById("live").innerText.startsWith("live")`),
@@ -190,11 +218,26 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		firstSeq = max(firstSeq, int(o.GetMetadata().GetResourceVersion()))
 	}
+	for _, m := range [][]byte{pendingPod, bigConfigMap()} {
+		if _, err := c.Apply(ctx, "test", m, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := `tr[data-key="Pod/shop/waiting"]`
 	if err := chromedp.Run(bctx,
 		poll("the applied object appearing live", `!!document.querySelector('`+row+`')`),
+		poll("AGE and MESSAGE columns", `[...document.querySelectorAll("#objects-table th")].map((th) => th.innerText).join(" ").includes("AGE MESSAGE")`),
+		poll("the pending pod with its message", `!!document.querySelector('`+pod+`') && document.querySelector('`+pod+` td.message').innerText.includes("waiting for scheduler")`),
 		shot("02-object-appeared.png"),
 	); err != nil {
 		t.Fatal(err)
+	}
+	var podReady, podAge string
+	if err := chromedp.Run(bctx, chromedp.Text(pod+` td.ready`, &podReady, chromedp.ByQuery), chromedp.Text(pod+` td.age`, &podAge, chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	if podReady == "True" || !strings.HasSuffix(podAge, "s") {
+		t.Errorf("a Pending pod shows READY %q, AGE %q", podReady, podAge)
 	}
 	if _, err := c.Apply(ctx, "test", configMap("2"), ""); err != nil {
 		t.Fatal(err)
@@ -205,9 +248,17 @@ func TestConsoleInBrowser(t *testing.T) {
 		// dependsOn graph.
 		chromedp.Click(row+` a.obj-link`, chromedp.ByQuery),
 		poll("the history timeline", `document.querySelectorAll("#timeline li.event").length === 2`),
-		poll("the diff of the second event", `/\+\s+"v": "2"/.test(document.querySelectorAll("#timeline li.event")[1].innerText) && /-\s+"v": "1"/.test(document.querySelectorAll("#timeline li.event")[1].innerText)`),
+		poll("the YAML diff of the second event", `/\+\s+v: "2"/.test(document.querySelectorAll("#timeline li.event")[1].innerText) && /-\s+v: "1"/.test(document.querySelectorAll("#timeline li.event")[1].innerText)`),
+		poll("the second event's changed field only", `document.querySelectorAll("#timeline li.event")[1].querySelector(".ev-changed").innerText === "changed: spec.data.v"`),
+		poll("the whole state behind a toggle", `document.querySelectorAll("#timeline details.ev-state").length === 2 && !document.querySelector("#timeline details.ev-state").open`),
+		poll("the spec in YAML", `/^data:\n  v: "2"/.test(document.getElementById("spec").innerText)`),
 		poll("the dependsOn graph", `document.querySelector("#graph").textContent.includes("ConfigMap/shop/base")`),
+		poll("visible dependency arrows", `[...document.querySelectorAll("#graph line.edge")].every((l) => l.getAttribute("stroke-width") >= 2 && l.getAttribute("stroke") === "#2456c7")`),
 		shot("03-object-history.png"),
+		// A long diff is folded.
+		chromedp.Navigate(url+"/#/object?kind=ConfigMap&namespace=shop&name=big"),
+		poll("the folded diff", `!!document.querySelector("#timeline details.fold") && !document.querySelector("#timeline details.fold").open && document.querySelector("#timeline details.fold summary").innerText.endsWith("more lines")`),
+		shot("03b-long-diff-folded.png"),
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -220,6 +271,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		shot("04-state-now.png"),
 		chromedp.Evaluate(fmt.Sprintf(`(() => { const s = document.getElementById("slider"); s.value = %d; s.dispatchEvent(new Event("input")); })()`, firstSeq), nil),
 		poll("the earlier state", `document.querySelector('#state `+row+` td.gen').innerText === "1"`),
+		poll("which event that sequence is", fmt.Sprintf(`/^Event #%d: Applied of ConfigMap\/shop\/(web|base) by user\/alice at /.test(document.getElementById("at-event").innerText)`, firstSeq)),
 		chromedp.Text("#at-label", &label, chromedp.ByID),
 		shot("05-state-earlier.png"),
 	); err != nil {
@@ -242,9 +294,24 @@ func TestConsoleInBrowser(t *testing.T) {
 		// page says there are none.
 		chromedp.Navigate(url+"/#/partitions"),
 		poll("the partitions page", `document.getElementById("main").innerText.includes("16 partitions") && document.querySelectorAll("#partitions tbody tr").length === 1`),
+		poll("no stray null", `!document.getElementById("main").innerText.includes("null")`),
 		shot("07-partitions.png"),
 		chromedp.Navigate(url+"/#/clusters"),
 		poll("the clusters page", `document.getElementById("main").innerText.includes("watches no Kubernetes cluster")`),
+	); err != nil {
+		t.Fatal(err)
+	}
+
+	// A token confined to namespaces picks one instead of reading an error.
+	if err := chromedp.Run(bctx,
+		chromedp.Navigate(url+"/#/"),
+		chromedp.SetValue("#token", confined, chromedp.ByID),
+		chromedp.Click("#token-form button", chromedp.ByQuery),
+		poll("the namespace picker", `!!document.querySelector('#ns-picker button[data-ns="shop"]') && !!document.querySelector('#ns-picker button[data-ns="web"]') && document.getElementById("ns-picker").innerText.includes("This token sees only namespaces shop, web")`),
+		shot("08-namespace-picker.png"),
+		chromedp.Click(`#ns-picker button[data-ns="shop"]`, chromedp.ByQuery),
+		poll("shop's objects", `location.hash.includes("namespace=shop") && !!document.querySelector('`+pod+`') && !document.getElementById("ns-picker")`),
+		shot("09-namespace-picked.png"),
 	); err != nil {
 		t.Fatal(err)
 	}

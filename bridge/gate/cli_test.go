@@ -76,7 +76,7 @@ func TestDependsOnBareKind(t *testing.T) {
 				e.apply(t, "user/alice", tt.stored, "")
 			}
 			before := e.count(t)
-			_, err := e.gate.Apply(context.Background(), "user/alice", decode(t, tt.apply), "")
+			_, err := e.gate.Apply(context.Background(), gate.Admin("user/alice"), decode(t, tt.apply), "")
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err %v, want %v", err, tt.wantErr)
 			}
@@ -100,7 +100,7 @@ func TestDependsOnBareKind(t *testing.T) {
 func TestDependsOnAmbiguousKind(t *testing.T) {
 	e := newEnv(t)
 	e.apply(t, "user/alice", "apiVersion: a.example.com/v1\nkind: Gadget\nmetadata: {name: g, namespace: ns}\n---\napiVersion: b.example.com/v1\nkind: Gadget\nmetadata: {name: g, namespace: ns}\n", "")
-	_, err := e.gate.Apply(context.Background(), "user/alice", decode(t, widget("c1", "{kind: Gadget, name: g}")), "")
+	_, err := e.gate.Apply(context.Background(), gate.Admin("user/alice"), decode(t, widget("c1", "{kind: Gadget, name: g}")), "")
 	if !errors.Is(err, gate.ErrInvalid) || !strings.Contains(err.Error(), "Gadget.a.example.com, Gadget.b.example.com") {
 		t.Fatalf("err %v, want an ambiguity naming both groups", err)
 	}
@@ -122,7 +122,7 @@ func TestIdempotencyKeyWithChangedBody(t *testing.T) {
 			e := newEnv(t)
 			e.apply(t, "user/alice", tt.first, "k1")
 			before := e.count(t)
-			_, err := e.gate.Apply(context.Background(), "user/alice", decode(t, tt.changed), "k1")
+			_, err := e.gate.Apply(context.Background(), gate.Admin("user/alice"), decode(t, tt.changed), "k1")
 			if !errors.Is(err, gate.ErrIdempotencyMismatch) {
 				t.Fatalf("err %v, want ErrIdempotencyMismatch", err)
 			}
@@ -145,7 +145,7 @@ func TestDryRun(t *testing.T) {
 	e := newEnv(t)
 	e.apply(t, "user/alice", configMap("web", "app: web", "a: '1'"), "")
 	before := e.count(t)
-	out, err := e.gate.DryRun(context.Background(), "user/alice", decode(t, docs(configMap("web", "app: web", "a: '2'"), configMap("api", "app: api", "a: '1'"), configMap("same", "", ""))))
+	out, err := e.gate.DryRun(context.Background(), gate.Admin("user/alice"), decode(t, docs(configMap("web", "app: web", "a: '2'"), configMap("api", "app: api", "a: '1'"), configMap("same", "", ""))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestDryRun(t *testing.T) {
 	if after := e.count(t); after != before {
 		t.Errorf("a dry run wrote %d events", after-before)
 	}
-	if _, err := e.gate.DryRun(context.Background(), "user/alice", decode(t, docs(dependent("a", "b"), dependent("b", "a")))); !errors.Is(err, gate.ErrInvalid) {
+	if _, err := e.gate.DryRun(context.Background(), gate.Admin("user/alice"), decode(t, docs(dependent("a", "b"), dependent("b", "a")))); !errors.Is(err, gate.ErrInvalid) {
 		t.Errorf("a dry run of a cycle: %v, want ErrInvalid", err)
 	}
 }

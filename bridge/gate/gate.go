@@ -1,9 +1,13 @@
 // Package gate is the one way desired state enters the log: it turns
 // validated objects into Applied events and delete requests into
 // DeleteRequested events, atomically per batch, with optimistic concurrency
-// against the state it read. It rejects dependsOn cycles (naming the cycle)
-// and waits until its writes are visible in the projection, so a client
-// reads its own writes. It never reconciles.
+// against the state it read. Every write carries a Principal, which
+// Authorize (a pure function, its rules in testdata/authz) checks; the
+// gate seals every Secret value a write carries, records the owner and
+// scope of what controllers write, and refuses adoption without the
+// object's consent (decisions 0037, 0038). It rejects dependsOn cycles
+// (naming the cycle) and waits until its writes are visible in the
+// projection, so a client reads its own writes. It never reconciles.
 package gate
 
 import (
@@ -19,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/jetplane/jetplane/bridge/seal"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
@@ -66,6 +71,9 @@ var (
 	ErrInvalid = errors.New("invalid")
 	// ErrNotFound means the object does not exist.
 	ErrNotFound = errors.New("not found")
+	// ErrTooLarge means a write holds more objects than one atomic write
+	// can (HTTP 413): refused whole, nothing written.
+	ErrTooLarge = errors.New("too many objects for one atomic write")
 	// ErrIdempotencyMismatch means an idempotency key was used before for
 	// a request with another body (HTTP 422).
 	ErrIdempotencyMismatch = errors.New("idempotency key reused with a different request")
@@ -83,6 +91,17 @@ type Config struct {
 	// entries resolve against (see package kinds); default: State's own
 	// Kinds method when it has one, else only the built-in kinds.
 	Kinds func() []string
+	// Sealer seals every Secret value a write carries (decision 0037);
+	// nil refuses writes that carry secret values.
+	Sealer *seal.Sealer
+	// Admit checks objects against the kinds in effect and returns them as
+	// they are to be stored (KindCheck.Admit); nil takes every kind as
+	// written.
+	Admit func([]*schemas.Object) ([]*schemas.Object, error)
+	// AtomicGroups commits concurrent single-object writes as one atomic
+	// batch (one fsync, for a log that fsyncs every write); otherwise
+	// they are pipelined together (commit.go, decision 0051).
+	AtomicGroups bool
 	// Now is the clock; default time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -90,7 +109,8 @@ type Config struct {
 
 // Gate validates and records desired state. Safe for concurrent use.
 type Gate struct {
-	cfg Config
+	cfg   Config
+	group *groupWriter
 }
 
 // New validates cfg and returns a gate.
@@ -114,7 +134,7 @@ func New(cfg Config) (*Gate, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Gate{cfg: cfg}, nil
+	return &Gate{cfg: cfg, group: newGroupWriter(cfg.Log, cfg.AtomicGroups)}, nil
 }
 
 // Action says what an apply did to one object.
@@ -143,18 +163,19 @@ type Outcome struct {
 // maxAttempts bounds retries after optimistic-concurrency conflicts.
 const maxAttempts = 5
 
-// Apply records objs as desired state on behalf of actor. The whole request
-// is validated before anything is written; a request of at most
-// events.MaxBatch changed objects is written atomically (larger ones in
-// atomic chunks, in order). idempotencyKey, when not empty, makes a retried
-// request store nothing twice.
-func (g *Gate) Apply(ctx context.Context, actor string, objs []*schemas.Object, idempotencyKey string) ([]Outcome, error) {
-	keys, objs, err := g.prepare(objs)
+// Apply records objs as desired state on behalf of p. The whole request
+// is validated, authorized (Authorize) and its Secrets sealed before
+// anything is written; a request is written atomically, and one of more
+// than events.MaxBatch objects is refused whole (ErrTooLarge).
+// idempotencyKey, when not empty, makes a retried request store nothing
+// twice.
+func (g *Gate) Apply(ctx context.Context, p Principal, objs []*schemas.Object, idempotencyKey string) ([]Outcome, error) {
+	keys, objs, err := g.prepare(ctx, p, objs)
 	if err != nil {
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
-		outcomes, err := g.applyOnce(ctx, actor, keys, objs, idempotencyKey, attempt > 1)
+		outcomes, err := g.applyOnce(ctx, p, keys, objs, idempotencyKey, attempt > 1)
 		if !errors.Is(err, events.ErrConflict) || attempt == maxAttempts {
 			return outcomes, err
 		}
@@ -170,8 +191,8 @@ func (g *Gate) Apply(ctx context.Context, actor string, objs []*schemas.Object, 
 // against current state, objects being deleted — and reports what Apply
 // would do to each, with the object as it would be stored and as it is now,
 // writing nothing.
-func (g *Gate) DryRun(ctx context.Context, actor string, objs []*schemas.Object) ([]Outcome, error) {
-	keys, objs, err := g.prepare(objs)
+func (g *Gate) DryRun(ctx context.Context, p Principal, objs []*schemas.Object) ([]Outcome, error) {
+	keys, objs, err := g.prepare(ctx, p, objs)
 	if err != nil {
 		return nil, err
 	}
@@ -179,10 +200,13 @@ func (g *Gate) DryRun(ctx context.Context, actor string, objs []*schemas.Object)
 	outcomes := make([]Outcome, len(objs))
 	for i, o := range objs {
 		cur := g.cfg.State.Get(keys[i])
+		if err := authorizeApply(p, keys[i], cur, o); err != nil {
+			return nil, err
+		}
 		if cur.GetStatus().GetGoal() == projections.GoalDeleted {
 			return nil, invalid("%s is being deleted; apply it again once it is gone", keys[i])
 		}
-		next, action := desired(cur, o, now)
+		next, action := desired(cur, stamp(p, cur, o), now)
 		if action == Unchanged {
 			next = cur
 		}
@@ -191,19 +215,56 @@ func (g *Gate) DryRun(ctx context.Context, actor string, objs []*schemas.Object)
 	return outcomes, nil
 }
 
-// prepare resolves each object's dependsOn kinds and rejects cycles. It
-// returns the objects' keys and the objects as they are to be stored (the
-// callers' objects are not modified).
-func (g *Gate) prepare(objs []*schemas.Object) ([]projections.Key, []*schemas.Object, error) {
+// prepare checks each object against the kinds in effect, checks its
+// scope, authorizes p for it as far as the request alone tells, resolves
+// dependsOn kinds, rejects cycles and seals secret values. It returns the
+// objects' keys and the objects as they are to be stored (the callers'
+// objects are not modified).
+func (g *Gate) prepare(ctx context.Context, p Principal, objs []*schemas.Object) ([]projections.Key, []*schemas.Object, error) {
+	// An apply is one atomic batch or nothing, whoever writes it: a larger
+	// one would be written in several, and half of it could land.
+	if len(objs) > events.MaxBatch {
+		return nil, nil, fmt.Errorf("%w: %d objects, at most %d; split them into several applies", ErrTooLarge, len(objs), events.MaxBatch)
+	}
+	if g.cfg.Admit != nil {
+		admitted, err := g.cfg.Admit(objs)
+		if err != nil {
+			return nil, nil, invalid("%v", err)
+		}
+		objs = admitted
+	}
 	keys := make([]projections.Key, len(objs))
 	for i, o := range objs {
 		keys[i] = projections.KeyOf(manifest.KeyOf(o))
+		if keys[i].Namespace != "" && !kinds.Lookup(keys[i].Kind).Namespaced {
+			return nil, nil, invalid("%s/%s: metadata.namespace: %s is cluster-scoped; remove metadata.namespace (%q)", keys[i].Kind, keys[i].Name, keys[i].Kind, keys[i].Namespace)
+		}
+		// The same check runs against current state before the write;
+		// this one refuses early, before anything is sealed.
+		if err := Authorize(p, VerbApply, target(keys[i], nil)); err != nil && !errors.Is(err, ErrAdoption) {
+			return nil, nil, err
+		}
+		if repo := o.GetSpec().GetFields()["chart"].GetStructValue().GetFields()["repository"].GetStringValue(); repo != "" && keys[i].Kind == "HelmRelease" {
+			if err := Authorize(p, VerbFetchChart, Target{Image: repo}); err != nil {
+				return nil, nil, fmt.Errorf("%s: spec.chart.repository: %w", keys[i], err)
+			}
+		}
+		if t, ok := manifestTarget(o); ok {
+			// An Apply writes its manifest into a cluster: the manifest's
+			// namespace must be the writer's too.
+			if err := Authorize(p, VerbApply, t); err != nil {
+				return nil, nil, fmt.Errorf("%s: spec.manifest: %w", keys[i], err)
+			}
+		}
 	}
 	objs, err := g.resolveDependsOn(keys, objs)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := g.checkCycles(keys, objs); err != nil {
+		return nil, nil, err
+	}
+	if objs, err = g.seal(ctx, keys, objs); err != nil {
 		return nil, nil, err
 	}
 	return keys, objs, nil
@@ -273,7 +334,8 @@ func (g *Gate) catchUp(ctx context.Context) error {
 // applyOnce makes one attempt. retry says an earlier attempt conflicted:
 // then keys absent from the projection are looked up in the log, since one
 // may be a deleted key whose events the log's concurrency check still counts.
-func (g *Gate) applyOnce(ctx context.Context, actor string, keys []projections.Key, objs []*schemas.Object, idem string, retry bool) ([]Outcome, error) {
+func (g *Gate) applyOnce(ctx context.Context, p Principal, keys []projections.Key, objs []*schemas.Object, idem string, retry bool) ([]Outcome, error) {
+	actor := p.Name
 	now := timestamppb.New(g.cfg.Now())
 	outcomes := make([]Outcome, len(objs))
 	var entries []events.Entry
@@ -288,10 +350,13 @@ func (g *Gate) applyOnce(ctx context.Context, actor string, keys []projections.K
 				return nil, err
 			}
 		}
+		if err := authorizeApply(p, k, cur, o); err != nil {
+			return nil, err
+		}
 		if cur.GetStatus().GetGoal() == projections.GoalDeleted {
 			return nil, invalid("%s is being deleted; apply it again once it is gone", k)
 		}
-		next, action := desired(cur, o, now)
+		next, action := desired(cur, stamp(p, cur, o), now)
 		outcomes[i] = Outcome{Key: k, Action: action, Object: cur}
 		if action == Unchanged {
 			continue
@@ -348,7 +413,16 @@ func (g *Gate) absentVersion(ctx context.Context, k projections.Key) (*schemas.O
 func (g *Gate) write(ctx context.Context, entries []events.Entry) (last uint64, dup bool, err error) {
 	for len(entries) > 0 {
 		n := min(len(entries), events.MaxBatch)
-		res, err := g.cfg.Log.AppendBatch(ctx, entries[:n])
+		var res []events.Result
+		var err error
+		if n == 1 {
+			// One object: committed with other requests' (commit.go).
+			var r events.Result
+			r, err = g.group.write(ctx, entries[0])
+			res = []events.Result{r}
+		} else {
+			res, err = g.cfg.Log.AppendBatch(ctx, entries[:n])
+		}
 		switch {
 		case errors.Is(err, events.ErrDuplicate):
 			// The same idempotency key landed before: nothing to add.
@@ -436,11 +510,15 @@ func desired(cur, o *schemas.Object, now *timestamppb.Timestamp) (*schemas.Objec
 	return next, Configured
 }
 
-// Delete requests deletion of the object at k. Objects of kinds nobody
-// finalizes leave current state in the same atomic write.
-func (g *Gate) Delete(ctx context.Context, actor string, k projections.Key, idempotencyKey string) (Outcome, error) {
+// Delete requests deletion of the object at k on behalf of p. Objects of
+// kinds nobody finalizes leave current state in the same atomic write.
+func (g *Gate) Delete(ctx context.Context, p Principal, k projections.Key, idempotencyKey string) (Outcome, error) {
+	// Out of scope is refused before existence is told.
+	if err := Authorize(p, VerbDelete, target(k, nil)); err != nil && !errors.Is(err, ErrAdoption) {
+		return Outcome{}, err
+	}
 	for attempt := 1; ; attempt++ {
-		out, err := g.deleteOnce(ctx, actor, k, idempotencyKey)
+		out, err := g.deleteOnce(ctx, p, k, idempotencyKey)
 		if !errors.Is(err, events.ErrConflict) || attempt == maxAttempts {
 			return out, err
 		}
@@ -450,10 +528,14 @@ func (g *Gate) Delete(ctx context.Context, actor string, k projections.Key, idem
 	}
 }
 
-func (g *Gate) deleteOnce(ctx context.Context, actor string, k projections.Key, idem string) (Outcome, error) {
+func (g *Gate) deleteOnce(ctx context.Context, p Principal, k projections.Key, idem string) (Outcome, error) {
+	actor := p.Name
 	cur := g.cfg.State.Get(k)
 	if cur == nil {
 		return Outcome{}, fmt.Errorf("%s: %w", k, ErrNotFound)
+	}
+	if err := Authorize(p, VerbDelete, target(k, cur)); err != nil {
+		return Outcome{}, err
 	}
 	if cur.GetStatus().GetGoal() == projections.GoalDeleted {
 		return Outcome{Key: k, Action: Unchanged, Object: cur}, nil

@@ -55,7 +55,13 @@ type Config struct {
 	// is queued (default 5 s).
 	DrainTimeout time.Duration
 	// Now is the clock that stamps events (default time.Now).
-	Now    func() time.Time
+	Now func() time.Time
+	// Admit passes each event through the gate before it is queued: the
+	// gate checks the cluster's bridge writes only its own keys and seals
+	// the values of Secrets in place (decision 0037). An event it refuses
+	// is dropped. Nil admits everything as it is (tests of the bridge
+	// alone; `serve` always sets it).
+	Admit  func(ctx context.Context, ev *schemas.Event) error
 	Logger *slog.Logger
 }
 

@@ -435,7 +435,18 @@ func (c *cluster) finalizeGone(r *resource) {
 }
 
 // enqueue waits for room in the queue; false when the bridge is stopping.
+// An event the gate does not admit is dropped (and counted).
 func (c *cluster) enqueue(it item) bool {
+	if it.ev != nil && c.bridge.Admit != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := c.bridge.Admit(ctx, it.ev)
+		cancel()
+		if err != nil {
+			c.track.dropped(err)
+			c.logger.Error("observed change not admitted by the gate; not recorded", "key", it.ev.GetKey().String(), "err", err)
+			return true
+		}
+	}
 	select {
 	case c.queue <- it:
 		return true

@@ -200,11 +200,6 @@ func (r Resource) validate(p string) error {
 		return field("resource", fmt.Sprintf("%q is not a resource name: use the lower-case plural, such as deployments", r.Resource))
 	case r.Namespace != "" && len(validation.IsDNS1123Label(r.Namespace)) > 0:
 		return field("namespace", fmt.Sprintf("%q is not a namespace name (DNS-1123 label)", r.Namespace))
-	case r.Group == "" && r.Resource == "secrets":
-		// The bridge records what it observes as it is; a Secret's values
-		// would reach the log in clear, and the log cannot forget them
-		// (decision 0012). Refused until the bridge seals what it sees.
-		return field("resource", "secrets cannot be watched: the bridge would record their values in the log unencrypted; apply Secrets through jetplane instead, which encrypts them (decision 0012)")
 	}
 	if r.LabelSelector != "" {
 		if _, err := labels.Parse(r.LabelSelector); err != nil {

@@ -31,7 +31,6 @@ func TestParseRejects(t *testing.T) {
 		{name: "name with slash", doc: "clusters:\n- name: prod/eu\n  resources: [{version: v1, resource: configmaps}]", wantField: "clusters[0].name", wantIn: "DNS-1123"},
 		{name: "upper-case name", doc: "clusters:\n- name: Prod\n  resources: [{version: v1, resource: configmaps}]", wantField: "clusters[0].name"},
 		{name: "duplicate name", doc: "clusters:\n- name: a\n  resources: [{version: v1, resource: configmaps}]\n- name: a\n  resources: [{version: v1, resource: services}]", wantField: "clusters[1].name", wantIn: "unique"},
-		{name: "secrets", doc: "clusters:\n- name: a\n  resources: [{version: v1, resource: secrets}]", wantField: "clusters[0].resources[0].resource", wantIn: "unencrypted"},
 		{name: "no resources", doc: "clusters:\n- name: a", wantField: "clusters[0].resources", wantIn: "at least one resource"},
 		{name: "no version", doc: "clusters:\n- name: a\n  resources: [{resource: configmaps}]", wantField: "clusters[0].resources[0].version", wantIn: "required"},
 		{name: "group in version", doc: "clusters:\n- name: a\n  resources: [{version: apps/v1, resource: deployments}]", wantField: "clusters[0].resources[0].version", wantIn: "group"},

@@ -35,8 +35,20 @@ type Options struct {
 	// Reconciler names what reconciles a kind ("" when nothing does); the
 	// wide table shows it. Nil: unknown.
 	Reconciler func(kind string) string
+	// Columns are a kind's printer columns (a CustomResourceDefinition's
+	// additionalPrinterColumns); a table of objects all of one kind that
+	// has some shows them after NAME. Nil: none.
+	Columns func(kind string) []Column
 	// Now is the time ages are measured against.
 	Now time.Time
+}
+
+// Column is one printer column of a kind: a header and the JSONPath of
+// its value; Priority above 0 shows only in wide output, as in kubectl.
+type Column struct {
+	Name     string
+	JSONPath string
+	Priority int32
 }
 
 // Item is one object: its JSON as the API sent it, and decoded.
@@ -143,10 +155,57 @@ func Print(w io.Writer, items []Item, single bool, o Options) error {
 		return t.Write(w, o.NoHeaders)
 	}
 	t := NewTable(o)
+	extra := kindColumns(items, o)
+	if len(extra) > 0 {
+		t.Columns = withColumns(t.Columns, extra, func(c column) string { return c.header })
+	}
 	for _, it := range items {
-		t.Add(it.Object, o)
+		row := ObjectRow(it.Object, o)
+		if len(extra) > 0 {
+			data := generic(it.Raw)
+			row = withColumns(row, extra, func(c column) string { return c.value(data) })
+		}
+		t.Rows = append(t.Rows, row)
 	}
 	return t.Write(w, o.NoHeaders)
+}
+
+// kindColumns are the printer columns to show: those of the one kind all
+// items have, without the wide-only ones unless the format is wide.
+func kindColumns(items []Item, o Options) []column {
+	if o.Columns == nil || len(items) == 0 {
+		return nil
+	}
+	kind := projections.ObjectKey(items[0].Object).Kind
+	for _, it := range items[1:] {
+		if projections.ObjectKey(it.Object).Kind != kind {
+			return nil
+		}
+	}
+	var out []column
+	for _, c := range o.Columns(kind) {
+		if c.Priority > 0 && o.Format != "wide" {
+			continue
+		}
+		p, err := parsePath(c.JSONPath)
+		if err != nil {
+			continue // a CRD's paths were checked when it was applied
+		}
+		out = append(out, column{header: strings.ToUpper(c.Name), path: p})
+	}
+	return out
+}
+
+// withColumns puts the printer columns' cells after NAME (the third
+// column), as kubectl puts them after its NAME.
+func withColumns(row []string, cols []column, cell func(column) string) []string {
+	const after = 3
+	out := make([]string, 0, len(row)+len(cols))
+	out = append(out, row[:after]...)
+	for _, c := range cols {
+		out = append(out, cell(c))
+	}
+	return append(out, row[after:]...)
 }
 
 func listJSON(items []Item) json.RawMessage {

@@ -132,3 +132,60 @@ func TestAge(t *testing.T) {
 		t.Errorf("Age = %q", got)
 	}
 }
+
+// A table of objects of one kind with printer columns shows them after
+// NAME; priority columns only in wide output; mixed kinds show none.
+func TestPrinterColumns(t *testing.T) {
+	cols := func(kind string) []Column {
+		if kind != "Deployment.apps" {
+			return nil
+		}
+		return []Column{{Name: "Replicas", JSONPath: ".spec.replicas"}, {Name: "Phase", JSONPath: ".status.phase", Priority: 1}}
+	}
+	var buf bytes.Buffer
+	if err := Print(&buf, items(t, web, api), false, Options{Columns: cols}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(buf.String(), "\n")
+	if f := strings.Fields(lines[0]); len(f) < 5 || f[2] != "NAME" || f[3] != "REPLICAS" || f[4] != "GOAL" {
+		t.Errorf("header %q: want REPLICAS after NAME, PHASE only in wide", lines[0])
+	}
+	if f := strings.Fields(lines[1]); f[2] != "web" || f[3] != "2" {
+		t.Errorf("row %q", lines[1])
+	}
+	buf.Reset()
+	if err := Print(&buf, items(t, web, api), false, Options{Format: "wide", Columns: cols}); err != nil {
+		t.Fatal(err)
+	}
+	if f := strings.Fields(strings.SplitN(buf.String(), "\n", 2)[0]); f[3] != "REPLICAS" || f[4] != "PHASE" {
+		t.Errorf("wide header %v", f)
+	}
+	cm := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"shop"}}`
+	buf.Reset()
+	if err := Print(&buf, items(t, web, cm), false, Options{Columns: cols}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "REPLICAS") {
+		t.Errorf("mixed kinds show one kind's columns:\n%s", buf.String())
+	}
+}
+
+func TestReadyInANotReadyPhase(t *testing.T) {
+	cond := func(s string) []*schemas.Condition { return []*schemas.Condition{{Type: "Ready", Status: s}} }
+	tests := []struct {
+		name string
+		st   *schemas.Status
+		want string
+	}{
+		{"none", &schemas.Status{}, "-"},
+		{"ready", &schemas.Status{Phase: "Ready", Conditions: cond("True")}, "True"},
+		{"running pod", &schemas.Status{Phase: "Running", Conditions: cond("True")}, "True"},
+		{"pending pod with a stale True", &schemas.Status{Phase: "Pending", Conditions: cond("True")}, "False"},
+		{"not ready", &schemas.Status{Phase: "Error", Conditions: cond("False")}, "False"},
+	}
+	for _, tt := range tests {
+		if got := Ready(tt.st); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

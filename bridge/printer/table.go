@@ -129,10 +129,21 @@ func Labels(l map[string]string) string {
 	return strings.Join(keys, ",")
 }
 
-// Ready is the Ready condition's status, "-" when none was recorded.
+// notReadyPhases are phases in which nothing is ready, whatever a Ready
+// condition says: a pod waiting for a scheduler is Pending, and a True
+// condition left beside that phase would read as a running pod. The
+// console applies the same rule.
+var notReadyPhases = map[string]bool{"Pending": true, "Waiting": true, "Registered": true, "ImagePull": true, "ImagePullBackoff": true,
+	"Starting": true, "Failed": true, "Error": true, "Finalizing": true, "Terminated": true, "CrashLoopBackoff": true, "NotReady": true}
+
+// Ready is the Ready condition's status, "-" when none was recorded, and
+// "False" in a phase in which nothing is ready.
 func Ready(st *schemas.Status) string {
 	for _, c := range st.GetConditions() {
 		if c.GetType() == "Ready" {
+			if c.GetStatus() == "True" && notReadyPhases[st.GetPhase()] {
+				return "False"
+			}
 			return c.GetStatus()
 		}
 	}

@@ -127,3 +127,29 @@ func RotateKeyFile(path string) (string, error) {
 	}
 	return id, nil
 }
+
+// Has reports whether the file holds key-encryption key id.
+func (k *KeyFile) Has(id string) bool { _, ok := k.keys[id]; return ok }
+
+// Unwraps reports whether key kek of the file opens a data key entry as
+// the data key bucket stores it ("KEK:BASE64", under data key id): the
+// check that a key file is the one the log's Secrets were sealed under,
+// not another with the same key ids.
+func (k *KeyFile) Unwraps(id string, entry []byte) error {
+	kek, wrapped, ok := strings.Cut(string(entry), ":")
+	if !ok {
+		return errors.New("malformed data key")
+	}
+	key, ok := k.keys[kek]
+	if !ok {
+		return fmt.Errorf("the key file lacks key %s", kek)
+	}
+	w, err := base64.StdEncoding.DecodeString(wrapped)
+	if err != nil {
+		return err
+	}
+	if _, err := gcmOpen(key, w, []byte(id)); err != nil {
+		return fmt.Errorf("key %s does not open data key %s: it is not the key that sealed it", kek, id)
+	}
+	return nil
+}

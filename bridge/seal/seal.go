@@ -121,38 +121,103 @@ func aad(kind, ns, name, field, key string) []byte {
 	return []byte(kind + "\x00" + ns + "\x00" + name + "\x00" + field + "\x00" + key)
 }
 
+// secretMap is one map of secret values in an object: its field name (as
+// the values' associated data names it) and the map.
+type secretMap struct {
+	field string
+	m     *structpb.Struct
+}
+
+// ApplyKind is the kind whose spec.manifest may hold a Kubernetes Secret,
+// sealed like a Secret of jetplane's own (field "manifest.data").
+const ApplyKind = "Apply"
+
+// Holds reports whether o may carry secret values: a kind with secret
+// fields, or an Apply whose manifest is a Secret.
+func Holds(o *schemas.Object) bool {
+	if Secret(o.GetKind()) {
+		return true
+	}
+	return o.GetKind() == ApplyKind && isSecretManifest(o.GetSpec().GetFields()["manifest"].GetStructValue())
+}
+
+func isSecretManifest(m *structpb.Struct) bool {
+	f := m.GetFields()
+	return f["kind"].GetStringValue() == "Secret" && f["apiVersion"].GetStringValue() == "v1"
+}
+
+// secretMaps lists o's maps of secret values; a field that is present but
+// not a map is an error.
+func secretMaps(o *schemas.Object) ([]secretMap, error) {
+	var out []secretMap
+	add := func(from *structpb.Struct, prefix string, fields []string) error {
+		for _, f := range fields {
+			v, ok := from.GetFields()[f]
+			if !ok {
+				continue
+			}
+			m := v.GetStructValue()
+			if m == nil {
+				if _, null := v.GetKind().(*structpb.Value_NullValue); null {
+					continue
+				}
+				return fmt.Errorf("spec.%s%s: want a map of strings", prefix, f)
+			}
+			out = append(out, secretMap{field: prefix + f, m: m})
+		}
+		return nil
+	}
+	if fields := Fields[o.GetKind()]; len(fields) > 0 {
+		return out, add(o.GetSpec(), "", fields)
+	}
+	if o.GetKind() == ApplyKind {
+		if m := o.GetSpec().GetFields()["manifest"].GetStructValue(); isSecretManifest(m) {
+			return out, add(m, "manifest.", Fields["Secret"])
+		}
+	}
+	return nil, nil
+}
+
+// lookup finds map key k of field in o (nil when absent).
+func lookup(o *schemas.Object, field, k string) *structpb.Value {
+	maps, _ := secretMaps(o)
+	for _, sm := range maps {
+		if sm.field == field {
+			return sm.m.GetFields()[k]
+		}
+	}
+	return nil
+}
+
 // Seal replaces every secret value of o (in place) by its envelope. A
 // value equal to current's (the object as stored now, may be nil) keeps
 // current's envelope, so applying the same Secret again changes nothing.
 // A sealer-less caller (s nil) gets ErrNoKey for an object with secrets.
 func (s *Sealer) Seal(ctx context.Context, o, current *schemas.Object) error {
-	fields := Fields[o.GetKind()]
-	if len(fields) == 0 || o.GetSpec() == nil {
-		return nil
+	maps, err := secretMaps(o)
+	if err != nil {
+		return err
 	}
 	md := o.GetMetadata()
-	for _, f := range fields {
-		v, ok := o.GetSpec().GetFields()[f]
-		if !ok {
-			continue
-		}
-		m := v.GetStructValue()
-		if m == nil {
-			return fmt.Errorf("spec.%s: want a map of strings", f)
-		}
-		var cur map[string]*structpb.Value
-		if cv := current.GetSpec().GetFields()[f]; cv != nil {
-			cur = cv.GetStructValue().GetFields()
-		}
+	for _, sm := range maps {
+		f, m := sm.field, sm.m
 		for k, val := range m.GetFields() {
 			str, ok := val.GetKind().(*structpb.Value_StringValue)
 			if !ok {
 				return fmt.Errorf("spec.%s.%s: want a string", f, k)
 			}
+			if strings.HasPrefix(str.StringValue, prefix) && s != nil {
+				// Already sealed for this very object (a value read back
+				// from the log): kept; one sealed for another object does
+				// not open here, and is sealed again below.
+				if _, err := s.open(ctx, str.StringValue, aad(o.GetKind(), md.GetNamespace(), md.GetName(), f, k)); err == nil {
+					continue
+				}
+			}
 			if s == nil {
 				return ErrNoKey
 			}
-			if old := cur[k].GetStringValue(); strings.HasPrefix(old, prefix) {
+			if old := lookup(current, f, k).GetStringValue(); strings.HasPrefix(old, prefix) {
 				if plain, err := s.open(ctx, old, aad(o.GetKind(), md.GetNamespace(), md.GetName(), f, k)); err == nil && plain == str.StringValue {
 					m.Fields[k] = structpb.NewStringValue(old)
 					continue
@@ -307,14 +372,10 @@ func (s *Sealer) Reveal(ctx context.Context, o *schemas.Object) *schemas.Object 
 // rewrite returns a copy of o with each sealed value v of field f, map
 // key k replaced by fn(f, k, v); o when nothing is sealed.
 func rewrite(o *schemas.Object, fn func(field, key, env string) string) *schemas.Object {
-	fields := Fields[o.GetKind()]
-	if len(fields) == 0 || o.GetSpec() == nil {
-		return o
-	}
+	maps, _ := secretMaps(o)
 	var out *schemas.Object
-	for _, f := range fields {
-		m := o.GetSpec().GetFields()[f].GetStructValue()
-		for k, v := range m.GetFields() {
+	for _, sm := range maps {
+		for k, v := range sm.m.GetFields() {
 			env := v.GetStringValue()
 			if !strings.HasPrefix(env, prefix) {
 				continue
@@ -322,7 +383,12 @@ func rewrite(o *schemas.Object, fn func(field, key, env string) string) *schemas
 			if out == nil {
 				out = proto.Clone(o).(*schemas.Object)
 			}
-			out.Spec.Fields[f].GetStructValue().Fields[k] = structpb.NewStringValue(fn(f, k, env))
+			om, _ := secretMaps(out)
+			for _, osm := range om {
+				if osm.field == sm.field {
+					osm.m.Fields[k] = structpb.NewStringValue(fn(sm.field, k, env))
+				}
+			}
 		}
 	}
 	if out == nil {
@@ -360,4 +426,16 @@ func gcmOpen(key, ct, ad []byte) ([]byte, error) {
 		return nil, errors.New("sealed value too short")
 	}
 	return gcm.Open(nil, ct[:gcm.NonceSize()], ct[gcm.NonceSize():], ad)
+}
+
+// Forget drops the cached data key id (destroyed by another instance):
+// values it sealed no longer open here either.
+func (s *Sealer) Forget(id string) {
+	token, _, _ := strings.Cut(id, ".")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.plain, id)
+	if dk, ok := s.current[token]; ok && dk.id == id {
+		delete(s.current, token)
+	}
 }

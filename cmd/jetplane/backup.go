@@ -19,13 +19,15 @@ func newBackup(g *globals) *cobra.Command {
 sequence) and its chart store to FILE (- for stdout), while it keeps serving.
 Restore it with 'jetplane restore' into an empty data directory (or NATS
 account); jetplane started there has the same state and history. Projection
-snapshots are not included: they are rebuilt from the log.`,
+snapshots are not included: they are rebuilt from the log. The backup
+carries the log's chain head (see jetplane verify); restore checks every
+restored event against it.`,
 		Example: `  jetplane backup jetplane-$(date +%F).backup`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var w io.Writer = cmd.OutOrStdout()
 			if args[0] != "-" {
-				f, err := os.Create(args[0])
+				f, err := os.OpenFile(args[0], os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 				if err != nil {
 					return err
 				}
@@ -40,6 +42,11 @@ snapshots are not included: they are rebuilt from the log.`,
 				}
 				fi, _ := f.Stat()
 				fmt.Fprintf(cmd.ErrOrStderr(), "backup written to %s (%d bytes)\n", args[0], fi.Size())
+				if _, err := f.Seek(0, io.SeekStart); err == nil {
+					if h, err := events.BackupHead(f); err == nil && h != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "the log's chain head at sequence %d: %s\n", h.Seq, h.Head)
+					}
+				}
 				return nil
 			}
 			return g.client().Backup(cmd.Context(), w)
@@ -68,8 +75,12 @@ deployment that has no jetplane streams. Then start 'jetplane serve' on it.`,
 				defer f.Close()
 				r = f
 			}
-			if err := app.Restore(cmd.Context(), dataDir, nats, r); err != nil {
+			head, err := app.RestoreVerified(cmd.Context(), dataDir, nats, r)
+			if err != nil {
 				return err
+			}
+			if head != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "the restored log hashes to the head the backup carries: %s at sequence %d\n", head.Head, head.Seq)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "restored; start jetplane serve on it")
 			return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,12 +56,14 @@ document rejects the whole apply and nothing reaches the log.`,
 				for i := range resp.Results {
 					resp.Results[i].Action += " (dry run)"
 				}
+				printWarnings(cmd.ErrOrStderr(), resp.Warnings)
 				return printResults(cmd.OutOrStdout(), output, resp)
 			}
 			resp, err := g.client().Apply(cmd.Context(), source, body, idem)
 			if err != nil {
 				return err
 			}
+			printWarnings(cmd.ErrOrStderr(), resp.Warnings)
 			return printResults(cmd.OutOrStdout(), output, resp)
 		},
 	}
@@ -93,6 +96,13 @@ func readManifests(cmd *cobra.Command, files []string) (string, []byte, error) {
 		sources = append(sources, f)
 	}
 	return strings.Join(sources, ","), body, nil
+}
+
+// printWarnings prints the server's warnings as kubectl does.
+func printWarnings(w io.Writer, warnings []string) {
+	for _, s := range warnings {
+		fmt.Fprintln(w, "Warning:", s)
+	}
 }
 
 func printResults(w io.Writer, output string, resp *api.ApplyResponse) error {
@@ -154,6 +164,8 @@ TIME (RFC 3339, such as 2026-11-22T10:00:00Z, or a duration ago such as 15m).`,
 			}
 			if d, err := time.ParseDuration(at); err == nil {
 				at = time.Now().Add(-d).UTC().Format(time.RFC3339Nano)
+			} else if !isSeqOrTime(at) {
+				return usage(fmt.Errorf("--at %q: give a duration ago (10m, 2h30m, 36h), a log sequence (120) or an RFC 3339 time (2026-11-22T10:00:00Z)", at))
 			}
 			q := api.Query{Namespace: ns, LabelSelector: selector}
 			if len(args) == 1 {
@@ -174,6 +186,16 @@ TIME (RFC 3339, such as 2026-11-22T10:00:00Z, or a duration ago such as 15m).`,
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output: table, json or yaml")
 	return cmd
+}
+
+// isSeqOrTime reports whether at is a log sequence or an RFC 3339 time,
+// the forms the server takes besides the durations the CLI turns into one.
+func isSeqOrTime(at string) bool {
+	if _, err := strconv.ParseUint(at, 10, 64); err == nil {
+		return true
+	}
+	_, err := time.Parse(time.RFC3339Nano, at)
+	return err == nil
 }
 
 // history reads one key's events, raw and decoded.

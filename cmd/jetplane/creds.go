@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -41,27 +42,36 @@ Roles:
   node        the node agent of node NAME: heartbeat in JP_NODES under NAME,
               watch NAME's keys in JP_NODEWORK, publish on jp.node.NAME.>
               (status requests and logs), read images; nothing else
+  controller  an out-of-process controller of --kinds: read the log like a
+              subscriber, keep its replicas' membership in its own bucket,
+              and write status and finalization of its kinds only, through
+              the instances (see the README, "Write a controller")
 
 Connect with the NKey seed in the file and the inbox prefix its comment names:
   nats --server nats://127.0.0.1:4222 --nkey audit.creds --inbox-prefix _INBOX.sub.audit stream info JP_EVENTS`,
+		Example: `  jetplane creds create --role node edge-1 -o edge-1.creds
+  jetplane creds ls
+  jetplane creds revoke edge-1`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&data, "data", envOr("JETPLANE_DATA", "./data"), "jetplane's data directory (env JETPLANE_DATA)")
 	pf.StringVar(&dir, "auth-dir", "", "credentials store, if not DATA/auth")
 
 	var role, out string
+	var kinds []string
 	create := &cobra.Command{
-		Use:   "create --role subscriber|node NAME",
+		Use:   "create --role subscriber|node|controller [--kinds KIND,...] NAME",
 		Short: "Create a credential and print its creds file (or write it with -o, mode 0600)",
 		Example: `  jetplane creds create --role subscriber audit -o audit.creds
-  jetplane creds create --role node worker-1 > worker-1.creds`,
+  jetplane creds create --role node worker-1 > worker-1.creds
+  jetplane creds create --role controller --kinds Widget.example.com widgets -o widgets.creds`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := store()
 			if err != nil {
 				return err
 			}
-			data, err := s.Create(auth.Role(role), args[0])
+			data, err := s.CreateWithKinds(auth.Role(role), args[0], kinds)
 			if err != nil {
 				return err
 			}
@@ -70,17 +80,24 @@ Connect with the NKey seed in the file and the inbox prefix its comment names:
 				_, err = cmd.OutOrStdout().Write(data)
 				return err
 			}
-			return os.WriteFile(out, data, 0o600)
+			if err := os.WriteFile(out, data, 0o600); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: the %s credential %q (mode 0600; it is a secret)\n", out, role, args[0])
+			return nil
 		},
 	}
-	create.Flags().StringVar(&role, "role", "", "subscriber or node (required)")
+	create.Flags().StringVar(&role, "role", "", "subscriber, node or controller (required)")
+	create.Flags().StringSliceVar(&kinds, "kinds", nil, "the kinds a controller runs, as keys name them (Widget.example.com); one kind has one controller")
 	create.Flags().StringVarP(&out, "output", "o", "", "write the creds file here (mode 0600) instead of stdout")
 	_ = create.MarkFlagRequired("role")
 
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List the credentials handed out, revoked ones included",
-		Args:  cobra.NoArgs,
+		Example: `  jetplane creds ls
+  jetplane creds ls --data /var/lib/jetplane`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := store()
 			if err != nil {
@@ -93,6 +110,9 @@ Connect with the NKey seed in the file and the inbox prefix its comment names:
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tROLE\tCREATED\tREVOKED\tKEY")
 			for _, c := range list {
+				if len(c.Kinds) > 0 {
+					c.Role += auth.Role("(" + strings.Join(c.Kinds, ",") + ")")
+				}
 				revoked := "-"
 				if c.Revoked != nil {
 					revoked = c.Revoked.Format(time.RFC3339)
@@ -103,9 +123,10 @@ Connect with the NKey seed in the file and the inbox prefix its comment names:
 		},
 	}
 	revoke := &cobra.Command{
-		Use:   "revoke NAME",
-		Short: "Revoke a credential: a running server disconnects it and refuses it from then on",
-		Args:  cobra.ExactArgs(1),
+		Use:     "revoke NAME",
+		Short:   "Revoke a credential: a running server disconnects it and refuses it from then on",
+		Example: `  jetplane creds revoke edge-1`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := store()
 			if err != nil {

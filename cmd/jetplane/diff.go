@@ -41,6 +41,7 @@ would, 2 or more when the diff itself failed.`,
 				}
 				return err
 			}
+			printWarnings(cmd.ErrOrStderr(), resp.Warnings)
 			changed := 0
 			w := cmd.OutOrStdout()
 			for _, r := range resp.Results {
@@ -59,7 +60,7 @@ would, 2 or more when the diff itself failed.`,
 				}
 			}
 			if changed > 0 {
-				return codeError{code: exitError, err: fmt.Errorf("%d of %d objects would change", changed, len(resp.Results))}
+				return quietExit{code: exitError}
 			}
 			return nil
 		},

@@ -39,9 +39,17 @@ type codeError struct {
 func (e codeError) Error() string { return e.err.Error() }
 func (e codeError) Unwrap() error { return e.err }
 
+// quietExit ends the command with its code and prints nothing more: the
+// command has already said everything (diff's differences are its output,
+// not an error, as with kubectl diff).
+type quietExit struct{ code int }
+
+func (e quietExit) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
 // exitCode maps an error to the process's exit code.
 func exitCode(err error) int {
 	var ce codeError
+	var qe quietExit
 	var ue usageError
 	var apiErr *api.APIError
 	switch {
@@ -49,6 +57,8 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ce):
 		return ce.code
+	case errors.As(err, &qe):
+		return qe.code
 	case errors.As(err, &ue):
 		return exitUsage
 	case errors.As(err, &apiErr) && apiErr.Code == http.StatusNotFound:
@@ -83,6 +93,9 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	code := exitCode(err)
+	if errors.As(err, new(quietExit)) {
+		return code
+	}
 	printError(stderr, err)
 	if code == exitUsage && cmd != nil {
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())

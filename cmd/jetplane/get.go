@@ -76,9 +76,13 @@ group it exists in, and Kind.group (Deployment.apps) names one explicitly.
 'jetplane api-resources' lists the kinds. An unknown kind is an error with
 suggestions.
 
-Without -n, lists cover every namespace, and NAME is looked up in every
-namespace (an error names them when it exists in more than one).`,
+Without a KIND, or with 'all' (which, unlike kubectl's, means every kind),
+get lists objects of every kind. Without -n, lists cover every namespace,
+and NAME is looked up in every namespace (an error names them when it
+exists in more than one). jetplane has no Event objects: 'get events' points
+at 'jetplane history', which shows every event of an object.`,
 		Example: `  jetplane get
+  jetplane get all -n shop
   jetplane get deploy -n shop
   jetplane get deployment web -n shop -o yaml
   jetplane get Deployment/shop/web
@@ -89,6 +93,9 @@ namespace (an error names them when it exists in more than one).`,
   jetplane get deploy -o custom-columns=NAME:.metadata.name,REPLICAS:.spec.replicas --sort-by .spec.replicas
   jetplane get cm -n shop -w`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 && strings.EqualFold(args[0], "all") {
+				args = nil // kubectl's "all": here, every kind
+			}
 			opts := of.options()
 			if err := lf.check(); err != nil {
 				return err
@@ -99,7 +106,7 @@ namespace (an error names them when it exists in more than one).`,
 			c := g.client()
 			ctx := cmd.Context()
 			if of.table() {
-				opts.Reconciler = reconcilerLookup(ctx, c)
+				opts.Reconciler, opts.Columns = kindLookup(ctx, c)
 			}
 			var items []printer.Item
 			var listRV uint64
@@ -138,7 +145,7 @@ namespace (an error names them when it exists in more than one).`,
 				}
 			default:
 				kinds := []string{""}
-				if len(args) == 1 {
+				if len(args) == 1 && !slices.ContainsFunc(strings.Split(args[0], ","), func(k string) bool { return strings.EqualFold(k, "all") }) {
 					kinds = strings.Split(args[0], ",")
 				}
 				for _, kind := range kinds {
@@ -168,6 +175,9 @@ namespace (an error names them when it exists in more than one).`,
 			}
 			if len(items) == 0 && len(missing) == 0 && of.table() {
 				fmt.Fprintln(cmd.ErrOrStderr(), "No objects found.")
+				if len(args) == 1 && isEventsKind(args[0]) {
+					fmt.Fprintln(cmd.ErrOrStderr(), eventsHint)
+				}
 			} else if len(items) > 0 || !of.table() {
 				if err := printer.Print(w, items, single && len(missing) == 0, opts); err != nil {
 					return err
@@ -198,6 +208,21 @@ namespace (an error names them when it exists in more than one).`,
 	of.add(cmd.Flags())
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the list, print each change as it happens")
 	return cmd
+}
+
+// eventsHint answers kubectl's "get events": jetplane's events are its log.
+const eventsHint = `jetplane keeps no Event objects: every change of an object is an event in
+its log. 'jetplane history KIND/NAMESPACE/NAME' shows one object's events
+(who, when, what changed, why); 'jetplane watch' shows every change as it
+happens.`
+
+// isEventsKind reports whether kind is what kubectl users type for Events.
+func isEventsKind(kind string) bool {
+	switch strings.ToLower(kind) {
+	case "ev", "event", "events", "event.events.k8s.io", "events.events.k8s.io":
+		return true
+	}
+	return false
 }
 
 func firstArg(args []string) string {
@@ -250,15 +275,27 @@ func getOne(ctx context.Context, c *api.Client, k api.Key, nsGiven bool) (printe
 // reconcilerLookup asks the server what reconciles each kind, once; nil
 // when it cannot say.
 func reconcilerLookup(ctx context.Context, c *api.Client) func(string) string {
+	rec, _ := kindLookup(ctx, c)
+	return rec
+}
+
+// kindLookup asks the server, once, what reconciles each kind and which
+// printer columns a kind defined by a CustomResourceDefinition has; nils
+// when it cannot say.
+func kindLookup(ctx context.Context, c *api.Client) (func(string) string, func(string) []printer.Column) {
 	resp, err := c.Kinds(ctx)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	m := map[string]string{}
+	rec := map[string]string{}
+	cols := map[string][]printer.Column{}
 	for _, k := range resp.Kinds {
-		m[k.Name] = k.Reconciler
+		rec[k.Name] = k.Reconciler
+		for _, col := range k.Columns {
+			cols[k.Name] = append(cols[k.Name], printer.Column{Name: col.Name, JSONPath: col.JSONPath, Priority: col.Priority})
+		}
 	}
-	return func(kind string) string { return m[kind] }
+	return func(kind string) string { return rec[kind] }, func(kind string) []printer.Column { return cols[kind] }
 }
 
 // phaseHint says why PHASE is "-": objects of kinds nothing reconciles

@@ -22,6 +22,8 @@ func newChart(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "chart",
 		Short: "Manage Helm charts kept by jetplane",
+		Example: `  jetplane chart push ./charts/web web:0.1.0
+  jetplane apply -f release.yaml                # a HelmRelease naming chart web, version 0.1.0`,
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "push PATH NAME:VERSION",

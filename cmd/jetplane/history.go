@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -264,21 +265,56 @@ func changeDetail(ev *schemas.Event, before, after stateView) string {
 		return "created"
 	}
 	const maxLen = 80
+	paths = phaseFirst(paths, before, after)
 	var b strings.Builder
+	n := 0 // runes written: DETAIL is measured as a terminal shows it
 	for i, p := range paths {
-		if len(p) > 40 {
-			p = p[:37] + "..."
-		}
+		p = cutRunes(p, 40)
+		l := utf8.RuneCountInString(p)
 		if i > 0 {
-			if b.Len()+len(p)+2 > maxLen {
+			if n+l+2 > maxLen {
 				fmt.Fprintf(&b, " (+%d more)", len(paths)-i)
 				break
 			}
 			b.WriteString(", ")
+			n += 2
 		}
 		b.WriteString(p)
+		n += l
 	}
 	return b.String()
+}
+
+// phaseFirst puts the change of status.phase first, as "phase: A→B"
+// ("phase: B" when there was none): the state a pod or workload moved to
+// is what a reader looks for, and sorted paths would bury it among the
+// details.
+func phaseFirst(paths []string, before, after stateView) []string {
+	was, _ := before.Status["phase"].(string)
+	now, _ := after.Status["phase"].(string)
+	if was == now || now == "" {
+		return paths
+	}
+	out := []string{"phase: " + now}
+	if was != "" {
+		out[0] = "phase: " + was + "→" + now
+	}
+	for _, p := range paths {
+		if p != "status.phase" && !strings.HasPrefix(p, "status.phase:") && !strings.HasPrefix(p, "status.phase ") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// cutRunes shortens s to at most n runes, ending in "..." when cut; it
+// never splits a UTF-8 character.
+func cutRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-3]) + "..."
 }
 
 // historyDiff prints each event as a header and the unified diff of the

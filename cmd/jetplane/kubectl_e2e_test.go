@@ -80,7 +80,26 @@ func examples(t *testing.T) string {
 	return dir
 }
 
-const widgets = `apiVersion: example.com/v1
+// widgets defines its kind with a CustomResourceDefinition whose schema
+// takes any spec, and applies one object of it.
+const widgets = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {kind: Widget, plural: widgets}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+apiVersion: example.com/v1
 kind: Widget
 metadata: {name: c2, namespace: shop, dependsOn: [{kind: Widget.example.com, name: c1}]}
 spec: {size: 1}

@@ -32,7 +32,14 @@ func printError(w io.Writer, err error) {
 		}
 		return
 	}
-	fmt.Fprintln(w, "error:", err)
+	fmt.Fprintln(w, "error:", cliWording(err.Error()))
+}
+
+// cliWording turns the API's advice about query parameters into the flags
+// of this command line: the server speaks to every HTTP client, the CLI's
+// user types -n.
+func cliWording(msg string) string {
+	return strings.ReplaceAll(msg, "name one with namespace=", "name one with -n NAMESPACE")
 }
 
 func describeDetail(d api.ErrorDetail) string {
@@ -66,7 +73,12 @@ type globals struct {
 }
 
 func (g *globals) client() *api.Client {
-	return &api.Client{BaseURL: g.server, Token: g.token, ShowSecrets: g.showSecrets, PurgeSecretData: g.purge, HTTP: g.httpClient()}
+	token := g.token
+	if token == "" {
+		// Read here, never as the flag's default: help prints defaults.
+		token = os.Getenv("JETPLANE_TOKEN")
+	}
+	return &api.Client{BaseURL: g.server, Token: token, ShowSecrets: g.showSecrets, PurgeSecretData: g.purge, HTTP: g.httpClient()}
 }
 
 func envOr(name, def string) string {
@@ -86,17 +98,22 @@ immutable event in a JetStream log, and folds the log into current state that
 you can get, list, watch, audit by history, and read as of any past point.
 
 Start the control plane with 'jetplane serve'; the other commands talk to it.`,
+		Example: `  jetplane serve --data ./data &
+  jetplane apply -f deploy/examples/
+  jetplane get
+  jetplane history Deployment.apps/shop/web`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&g.server, "server", envOr("JETPLANE_SERVER", "http://127.0.0.1:7070"), "API server URL (env JETPLANE_SERVER)")
-	root.PersistentFlags().StringVar(&g.token, "token", os.Getenv("JETPLANE_TOKEN"), "bearer token for the API (env JETPLANE_TOKEN)")
-	root.AddCommand(newServe(), newApply(g), newGet(g), newDelete(g), newWatch(g), newHistory(g), newState(g), newClusters(g), newExplain(g))
+	root.PersistentFlags().StringVar(&g.token, "token", "", "bearer token for the API (env JETPLANE_TOKEN)")
+	root.AddCommand(newServe(), newApply(g), newGet(g), newDelete(g), newWatch(g), newSubscribe(g), newDecode(), newHistory(g), newState(g), newClusters(g), newExplain(g), newPlacement(g))
 	root.AddCommand(newDescribe(g), newDiff(g), newAPIResources(g), newVersion(g))
 	root.AddCommand(newNode(), newImage(g), newLogs(g))
 	root.AddCommand(newCreds(), newKeys())
 	secretFlags(root, g)
-	root.AddCommand(newChart(g), newRollback(g), newTemplate(), newBackup(g), newRestore())
+	root.AddCommand(newChart(g), newRollback(g), newTemplate(), newBackup(g), newRestore(), newVerify(g))
+	root.AddCommand(newElsewhere()...)
 	finishCommands(root, g)
 	return root
 }

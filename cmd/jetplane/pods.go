@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
@@ -187,7 +189,7 @@ NATS, on its node's own subjects and keys; it never reads the log.`,
 			defer stop()
 			nc, err := events.Connect(nats)
 			if err != nil {
-				return err
+				return nodeConnectError(err, nats.CredsFile, cfg.Node)
 			}
 			defer nc.Close()
 			octx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -218,12 +220,31 @@ NATS, on its node's own subjects and keys; it never reads the log.`,
 	return cmd
 }
 
+// nodeConnectError says what to do when NATS refuses a node agent: a bare
+// "Authorization Violation" does not say that the agent needs the node
+// role's credential, or how to get one.
+func nodeConnectError(err error, creds, node string) error {
+	if !errors.Is(err, nats.ErrAuthorization) && !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+		return err
+	}
+	if creds == "" {
+		return fmt.Errorf("%w: a node agent needs the node role's credential; where jetplane serve keeps its data, run 'jetplane creds create --role node %s -o %s.creds' and pass --nats-creds %s.creds", err, node, node, node)
+	}
+	return fmt.Errorf("%w: %s is not admitted (revoked, or from another server's store); run 'jetplane creds create --role node %s' where jetplane serve keeps its data", err, creds, node)
+}
+
 func newImage(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "image", Short: "Push, list and remove WebAssembly images"}
+	cmd := &cobra.Command{Use: "image", Short: "Push, list and remove WebAssembly images",
+		Example: `  GOOS=wasip1 GOARCH=wasm go build -o hello.wasm ./deploy/examples/wasm/hello
+  jetplane image push hello.wasm hello:v1
+  jetplane image ls
+  jetplane image rm hello:v1`}
 	push := &cobra.Command{
 		Use:   "push FILE.wasm NAME:TAG",
 		Short: "Store a module in the image store (once per content; the tag points at it)",
-		Args:  cobra.ExactArgs(2),
+		Example: `  jetplane image push hello.wasm hello:v1
+  jetplane image push -q app.wasm app:2026-11-27`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := os.Open(args[0])
 			if err != nil {
@@ -236,7 +257,9 @@ func newImage(g *globals) *cobra.Command {
 			}
 			var r io.Reader = f
 			quiet, _ := cmd.Flags().GetBool("quiet")
-			if !quiet && st.Size() > 1<<20 {
+			// A bar redrawn with \r only reads on a terminal; in a CI log
+			// every frame would be a line of its own.
+			if !quiet && st.Size() > 1<<20 && isTerminal(cmd.OutOrStdout()) && isTerminal(cmd.ErrOrStderr()) {
 				r = &progress{r: f, total: st.Size(), w: cmd.ErrOrStderr()}
 			}
 			im, err := g.client().PushImage(cmd.Context(), args[1], r, st.Size())
@@ -250,9 +273,10 @@ func newImage(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	push.Flags().BoolP("quiet", "q", false, "no progress bar")
+	push.Flags().BoolP("quiet", "q", false, "no progress bar (there is none unless stdout and stderr are terminals)")
 	ls := &cobra.Command{
 		Use: "ls", Short: "List image tags", Args: cobra.NoArgs,
+		Example: `  jetplane image ls`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			list, err := g.client().Images(cmd.Context())
 			if err != nil {
@@ -268,6 +292,7 @@ func newImage(g *globals) *cobra.Command {
 	}
 	rm := &cobra.Command{
 		Use: "rm NAME:TAG", Short: "Remove a tag (refused while a pod uses the image)", Args: cobra.ExactArgs(1),
+		Example: `  jetplane image rm hello:v1`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.client().RemoveImage(cmd.Context(), args[0]); err != nil {
 				return err
@@ -278,6 +303,16 @@ func newImage(g *globals) *cobra.Command {
 	}
 	cmd.AddCommand(push, ls, rm)
 	return cmd
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // progress draws a bar on w as r is read.

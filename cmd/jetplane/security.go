@@ -31,8 +31,9 @@ func secretFlags(root *cobra.Command, g *globals) {
 // newKeys is `jetplane keys`: the key-encryption keys that seal Secrets.
 func newKeys() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "keys",
-		Short: "Manage the encryption keys that seal Secrets in the log",
+		Use:     "keys",
+		Short:   "Manage the encryption keys that seal Secrets in the log",
+		Example: `  jetplane keys rotate --data ./data`,
 	}
 	var data, file string
 	rotate := &cobra.Command{
@@ -45,6 +46,8 @@ the file, so every value sealed before remains readable; remove an old key
 only once nothing sealed under it is needed.
 
 With several jetplane instances, give each the same file.`,
+		Example: `  jetplane keys rotate --data ./data
+  jetplane keys rotate --key-file /etc/jetplane/encryption.keys`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {

@@ -177,6 +177,7 @@ The Go garbage collector runs at GOGC=200 unless GOGC is set.`,
 	f.StringVar(&cfg.TLSKeyFile, "tls-key", "", "key of --tls-cert")
 	f.StringVar(&cfg.EncryptionKeyFile, "encryption-key-file", "", "key-encryption keys that seal Secrets (jetplane keys rotate makes one); default DATA/auth/encryption.keys, generated")
 	f.StringVar(&tokenFile, "token-file", "", `file of API bearer tokens, one "TOKEN NAME [ROLE [NAMESPACES]]" per line (ROLE admin, writer, reader, +secrets; NAMESPACES a,b or *); without it (and without JETPLANE_API_TOKEN) the API is open`)
+	f.BoolVar(&cfg.SubscriptionPrivateSinks, "subscription-private-sinks", false, "let Subscriptions deliver to loopback, private and link-local addresses (refused by default, so a subscription cannot reach the control plane's own network)")
 	f.BoolVar(&anonymous, "allow-anonymous", false, "let the API answer without tokens on an address other than loopback (everyone who reaches it acts as admin); refused otherwise")
 	f.Float64Var(&cfg.APILimits.Rate, "api-rate", 100, "API requests per second one token may make on average (negative: unlimited); over it, 429 with Retry-After")
 	f.IntVar(&cfg.APILimits.Burst, "api-burst", 0, "API requests one token may make at once (default 2 × --api-rate)")

@@ -22,6 +22,9 @@ func newVersion(g *globals) *cobra.Command {
 		Long: `Show this binary's version and, from the server, its version and how its log
 is kept: partitions, replicas, durability, and how long idempotency keys
 are remembered. --client skips the server.`,
+		Example: `  jetplane version
+  jetplane version --client
+  jetplane version -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := outputFormat(output, "", "json", "yaml"); err != nil {
@@ -86,6 +89,9 @@ func newAPIResources(g *globals) *cobra.Command {
 objects in the log have — with the plural and short names commands accept,
 whether it is namespaced, how many objects of it exist, and what reconciles
 it ("-": stored only; no status is written).`,
+		Example: `  jetplane api-resources
+  jetplane api-resources -o name
+  jetplane kinds --no-headers`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := outputFormat(output, "table", "wide", "name", "json"); err != nil {

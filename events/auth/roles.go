@@ -2,6 +2,7 @@ package auth
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -23,10 +24,16 @@ const (
 	// RoleSubscriber reads: consumers on the log, the state and snapshot
 	// buckets and pod logs. It publishes nothing a consumer does not need.
 	RoleSubscriber Role = "subscriber"
+	// RoleController is an out-of-process controller of some kinds: it
+	// reads the log like a subscriber, keeps its replicas' membership in
+	// its own bucket, and writes only by request to the instances
+	// (events.ControllerSubject), which let it record status and
+	// finalization of its own kinds and nothing else (decision 0050).
+	RoleController Role = "controller"
 )
 
 // Roles lists the roles a person may create credentials for.
-var Roles = []Role{RoleSubscriber, RoleNode}
+var Roles = []Role{RoleSubscriber, RoleNode, RoleController}
 
 // Buckets and streams the roles are granted on, beyond those package
 // events names for the log and the node agents.
@@ -65,6 +72,8 @@ func InboxPrefix(role Role, name string) string {
 		return "_INBOX.node." + events.EscapeToken(name)
 	case RoleSubscriber:
 		return "_INBOX.sub." + events.EscapeToken(name)
+	case RoleController:
+		return "_INBOX.ctl." + events.EscapeToken(name)
 	}
 	return "_INBOX"
 }
@@ -85,8 +94,13 @@ func Permissions(role Role, name string) (*server.Permissions, error) {
 			return nil, fmt.Errorf("subscriber credentials need a name")
 		}
 		return SubscriberPermissions(name), nil
+	case RoleController:
+		if name == "" {
+			return nil, fmt.Errorf("controller credentials need a name")
+		}
+		return ControllerPermissions(name), nil
 	}
-	return nil, fmt.Errorf("role %q: not one of instance, node, subscriber", role)
+	return nil, fmt.Errorf("role %q: not one of instance, node, subscriber, controller", role)
 }
 
 // InstancePermissions lets a jetplane instance do everything but remove
@@ -165,6 +179,46 @@ func SubscriberPermissions(name string) *server.Permissions {
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: pub, Deny: runtimeConsumers()},
 		Subscribe: &server.SubjectPermission{Allow: []string{InboxPrefix(RoleSubscriber, name) + ".>", events.LogsPrefix + ".>"}},
+	}
+}
+
+// ControllerPermissions lets controller name read what a subscriber reads,
+// run its own partition consumers on the log (and unpin them), keep its
+// members bucket (events.ControllerBucket) and send write requests on its
+// own events.ControllerSubject. It cannot publish an event, write another
+// bucket, or touch the instances' consumers. What a write request may
+// carry (status and finalization of its kinds) the instances check.
+func ControllerPermissions(name string) *server.Permissions {
+	sub := SubscriberPermissions(name)
+	kv := "KV_" + events.ControllerBucket(name)
+	pub := append(sub.Publish.Allow,
+		events.ControllerSubject(name),
+		"$JS.API.CONSUMER.UNPIN."+events.StreamName+".*",
+		// its projection's reads delete their consumers when they end
+		"$JS.API.CONSUMER.DELETE."+events.StreamName+".*",
+		"$JS.API.STREAM.CREATE."+kv,
+		"$JS.API.STREAM.UPDATE."+kv,
+		"$JS.API.STREAM.INFO."+kv,
+		"$JS.API.CONSUMER.CREATE."+kv,
+		"$JS.API.CONSUMER.CREATE."+kv+".>",
+		"$JS.API.CONSUMER.DELETE."+kv+".*",
+		"$JS.API.CONSUMER.INFO."+kv+".*",
+		"$JS.API.CONSUMER.MSG.NEXT."+kv+".*",
+		"$JS.API.DIRECT.GET."+kv,
+		"$JS.API.DIRECT.GET."+kv+".>",
+		"$JS.API.STREAM.MSG.GET."+kv,
+		"$KV."+events.ControllerBucket(name)+".>",
+		"$JS.ACK."+kv+".>",
+		"$JS.FC."+kv+".>",
+	)
+	deny := slices.Clone(runtimeConsumers())
+	for p := range events.MaxPartitions {
+		n := events.PartitionConsumer("", p)
+		deny = append(deny, "$JS.API.CONSUMER.DELETE."+events.StreamName+"."+n, "$JS.API.CONSUMER.UNPIN."+events.StreamName+"."+n)
+	}
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: pub, Deny: deny},
+		Subscribe: &server.SubjectPermission{Allow: []string{InboxPrefix(RoleController, name) + ".>"}},
 	}
 }
 

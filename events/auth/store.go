@@ -38,6 +38,8 @@ type Cred struct {
 	Key     string     `json:"key"`
 	Created time.Time  `json:"created"`
 	Revoked *time.Time `json:"revoked,omitempty"`
+	// Kinds are the kinds a controller credential runs (RoleController).
+	Kinds []string `json:"kinds,omitempty"`
 }
 
 type usersFile struct {
@@ -92,11 +94,32 @@ func (s *Store) UsersPath() string { return filepath.Join(s.dir, UsersFile) }
 // contents; the store keeps only the public key. Names are unique across
 // roles while not revoked.
 func (s *Store) Create(role Role, name string) ([]byte, error) {
+	return s.CreateWithKinds(role, name, nil)
+}
+
+// CreateWithKinds is Create for a role that takes kinds: a controller's
+// kinds, as keys name them (Widget.example.com). A kind belongs to one
+// live controller credential at most: a second one claiming it is
+// refused, so two controllers never run one kind (decision 0049).
+func (s *Store) CreateWithKinds(role Role, name string, kinds []string) ([]byte, error) {
 	if !slices.Contains(Roles, role) {
-		return nil, fmt.Errorf("role %q: use one of subscriber, node", role)
+		return nil, fmt.Errorf("role %q: use one of subscriber, node, controller", role)
 	}
 	if err := validName(name); err != nil {
 		return nil, err
+	}
+	if (role == RoleController) != (len(kinds) > 0) {
+		return nil, fmt.Errorf("role %s: --kinds is for the controller role, and the controller role needs it", role)
+	}
+	if role == RoleController {
+		if err := validControllerName(name); err != nil {
+			return nil, err
+		}
+		for _, k := range kinds {
+			if k == "" || strings.ContainsAny(k, " \t/*>") {
+				return nil, fmt.Errorf("kind %q: give kinds as keys name them, such as Widget.example.com", k)
+			}
+		}
 	}
 	kp, err := nkeys.CreateUser()
 	if err != nil {
@@ -115,8 +138,13 @@ func (s *Store) Create(role Role, name string) ([]byte, error) {
 			if c.Name == name && c.Revoked == nil {
 				return fmt.Errorf("credential %q exists (role %s); revoke it first or choose another name", name, c.Role)
 			}
+			for _, k := range kinds {
+				if c.Revoked == nil && slices.Contains(c.Kinds, k) {
+					return fmt.Errorf("kind %s: controller %q runs it already; one kind has one controller (run more replicas of %q, or revoke it first)", k, c.Name, c.Name)
+				}
+			}
 		}
-		u.Users = append(u.Users, Cred{Name: name, Role: role, Key: pub, Created: time.Now().UTC()})
+		u.Users = append(u.Users, Cred{Name: name, Role: role, Key: pub, Created: time.Now().UTC(), Kinds: slices.Clone(kinds)})
 		return nil
 	})
 	if err != nil {
@@ -249,6 +277,38 @@ func writeExclusive(path string, data []byte) error {
 	}
 	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("credentials: %w", err)
+	}
+	return nil
+}
+
+// Controllers maps each kind a live controller credential runs to that
+// controller's name.
+func (s *Store) Controllers() (map[string]string, error) {
+	u, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, c := range u.Users {
+		if c.Revoked == nil && c.Role == RoleController {
+			for _, k := range c.Kinds {
+				out[k] = c.Name
+			}
+		}
+	}
+	return out, nil
+}
+
+// validControllerName admits DNS-1123 labels: a controller's name is part
+// of its members bucket's name and of its subjects as it is.
+func validControllerName(name string) error {
+	if len(name) > 63 {
+		return fmt.Errorf("controller name %q: at most 63 characters", name)
+	}
+	for i, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' && i > 0 && i < len(name)-1) {
+			return fmt.Errorf("controller name %q: use lower-case letters, digits and '-' (not first or last)", name)
+		}
 	}
 	return nil
 }

@@ -153,6 +153,9 @@ type Server struct {
 	opts   *server.Options
 }
 
+// MaxConsumersPerStream bounds the consumers of each stream.
+const MaxConsumersPerStream = 10_000
+
 // Start starts the server and waits until it accepts connections.
 func Start(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
@@ -168,6 +171,11 @@ func Start(cfg Config) (*Server, error) {
 		MaxPayload:         4 << 20,
 		JetStreamMaxMemory: -1,
 		JetStreamMaxStore:  -1,
+		// Consumers per stream: the server's default (1,000) is what one
+		// credential could fill and so break every reader's reads; each
+		// outside credential is held to auth.DefaultMaxConsumers, and
+		// the rest is the instances' reserve (decision 0040).
+		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: MaxConsumersPerStream},
 	}
 	if opts.ServerName == "" {
 		opts.ServerName = "jetplane"

@@ -29,7 +29,7 @@ func cm(name, labels, data string) string {
 
 func key(name string) api.Key { return api.Key{Kind: "ConfigMap", Namespace: "ns", Name: name} }
 
-func mustApply(t *testing.T, c *api.Client, yaml string) *api.ApplyResponse {
+func mustApply(t testing.TB, c *api.Client, yaml string) *api.ApplyResponse {
 	t.Helper()
 	resp, err := c.Apply(context.Background(), "test.yaml", []byte(yaml), "")
 	if err != nil {

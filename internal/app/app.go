@@ -13,6 +13,8 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,6 +30,7 @@ import (
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/events/auth"
 	"github.com/jetplane/jetplane/events/embedded"
+	"github.com/jetplane/jetplane/events/integrity"
 	"github.com/jetplane/jetplane/internal/retry"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers"
@@ -62,6 +65,10 @@ type Config struct {
 	// embedded server fsyncs every SyncInterval (default 2 min).
 	SyncAlways   bool
 	SyncInterval time.Duration
+	// AtomicGroups overrides how the gate commits concurrent
+	// single-object writes together (decision 0051): as atomic batches
+	// (default with SyncAlways) or pipelined (default otherwise).
+	AtomicGroups *bool
 	Log          events.Config
 	// Tokens maps API bearer tokens to user names (admins); with
 	// Principals also empty, the API is open.
@@ -92,8 +99,12 @@ type Config struct {
 	// Queue tunes the reconcilers' queues.
 	Queue queue.Config
 	// Pods configures the Pod and Node kinds and the local node agent.
-	Pods   PodsConfig
-	Logger *slog.Logger
+	Pods PodsConfig
+	// SubscriptionPrivateSinks lets Subscriptions deliver to loopback,
+	// private and link-local addresses (refused by default: a subscription
+	// must not reach into the control plane's own network).
+	SubscriptionPrivateSinks bool
+	Logger                   *slog.Logger
 }
 
 // App is a running jetplane process.
@@ -107,10 +118,25 @@ type App struct {
 	api       *api.Server
 	runtime   *reconcilers.Runtime
 	gate      *gate.Gate
+	stopKeys  func()       // ends the watch of destroyed data keys
 	bridge    *kube.Bridge // nil without clusters
 	listener  net.Listener
 	seal      *seal.Sealer // nil without a key file (secrets.go)
 	pods      *pods
+	// memberNC carries membership heartbeats and the lease alone;
+	// members is the membership joined through it.
+	memberNC *nats.Conn
+	members  atomic.Pointer[events.Members]
+	// controllers is the door of out-of-process controllers' writes
+	// (controllers.go); nil with an outside NATS.
+	controllers *gate.Controllers
+	ctlKinds    *controllerKinds
+
+	// The chain over the stored log (integrity.go); nil with an outside NATS.
+	keeper   *integrity.Keeper
+	monitor  *integrity.Monitor
+	resyncMu sync.Mutex
+	resync   *integrity.Checkpoint // a cluster node taking the log again up to here
 }
 
 // New starts the log and builds every part; Run starts them.
@@ -142,6 +168,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		if port == 0 {
 			port = 4222
 		}
+		if err := a.checkLog(); err != nil {
+			return nil, err
+		}
 		a.srv, err = embedded.Start(embedded.Config{
 			StoreDir: cfg.DataDir, Host: cfg.NATSHost, Port: port, ServerName: cfg.NATSName,
 			SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval, Cluster: cfg.NATSCluster, Logs: cfg.NATSLogs,
@@ -156,15 +185,33 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		cfg.Logger.Info("embedded nats started", "store", cfg.DataDir, "url", a.srv.ClientURL(), "sync_always", cfg.SyncAlways, "credentials", a.srv.Creds().Dir())
 		// A failed append names the store's trouble (a full disk).
 		cfg.Log.StoreError = func(fresh bool) error {
+			if err := a.integrityErr(); err != nil {
+				return err
+			}
 			if fresh {
 				return a.srv.StoreErrorNow()
 			}
 			return a.srv.StoreError()
 		}
 	}
-	var blobs *events.Blobs
-	if a.log, blobs, err = openLog(ctx, a.nc, cfg.Log, cfg.Logger); err != nil {
+	var rawBlobs *events.Blobs
+	if a.log, rawBlobs, err = openLog(ctx, a.nc, cfg.Log, cfg.Logger); err != nil {
 		return nil, err
+	}
+	var blobs projections.Blobs
+	if rawBlobs != nil {
+		blobs = rawBlobs // never a nil *events.Blobs in the interface
+	}
+	if a.keeper != nil && rawBlobs != nil {
+		// Only a snapshot whose bytes this instance stored is used.
+		snaps, err := integrity.NewSnapshots(rawBlobs, a.keeper.Dir(), cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := snaps.Missing(ctx); err != nil {
+			cfg.Logger.Warn("integrity: listing snapshots failed", "err", err)
+		}
+		blobs = snaps
 	}
 	if checkAppendOnly {
 		// An outside deployment is not ours to trust: refuse a log that
@@ -202,20 +249,36 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		if ar, err = apply.New(apply.Config{Clusters: rcs, State: a.store}); err != nil {
 			return nil, err
 		}
-		recs = append(slices.Clone(recs), ar)
+		recs = append(slices.Clone(recs), revealApply{ar, a.seal})
 	}
 	hr, err := a.newHelmRelease(charts, ar)
 	if err != nil {
 		return nil, err
 	}
 	recs = append(slices.Clone(recs), hr)
+	subs, err := a.subscriptions(blobs)
+	if err != nil {
+		return nil, err
+	}
+	recs = append(recs, subs)
+	join, err := a.memberJoin(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if a.runtime, err = reconcilers.New(reconcilers.Config{
-		Log: a.log, State: a.store, Reconcilers: recs, Instance: cfg.Instance,
+		Log: a.log, State: a.store, Reconcilers: recs, Instance: cfg.Instance, Join: join,
 		Queue: cfg.Queue, Logger: cfg.Logger, Metrics: reconcilers.NewMetrics(reg), GroupCommit: cfg.SyncAlways,
 	}); err != nil {
 		return nil, err
 	}
-	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.runtime.Handles, Logger: cfg.Logger}); err != nil {
+	if a.controllers, err = a.newControllers(); err != nil {
+		return nil, err
+	}
+	// Kinds a reconciler runs, in this process or as a controller
+	// credential names them, are defined by that code until a
+	// CustomResourceDefinition defines them.
+	kindCheck := gate.NewKindCheck(a.store, a.finalizes)
+	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.finalizes, Admit: kindCheck.Admit, Sealer: a.seal, AtomicGroups: atomicGroups(cfg), Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	if err := a.podServices(a.gate); err != nil {
@@ -223,7 +286,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	var clusters func() []api.Cluster
 	if len(cfg.Clusters) > 0 {
-		if a.bridge, err = kube.New(kube.Config{Clusters: cfg.Clusters, Log: a.log, State: a.store, Logger: cfg.Logger}); err != nil {
+		if a.bridge, err = kube.New(kube.Config{Clusters: cfg.Clusters, Log: a.log, State: a.store, Logger: cfg.Logger, Admit: a.admitObserved}); err != nil {
 			return nil, err
 		}
 		clusters = a.clusters
@@ -242,7 +305,8 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.api, err = api.New(api.Config{Sealer: a.seal, Limits: cfg.APILimits,
 		Gate: a.gate, Store: a.store, Charts: charts, Backup: a.backup, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters, NextRun: a.runtime.NextRun,
 		Tokens: cfg.Tokens, Principals: cfg.Principals, Registerer: reg, Gatherer: reg, Logger: cfg.Logger, Pods: a.pods,
-		Reconciler: a.reconcilerOf, Version: a.version(), Console: console.Handler(), Partitions: a.log.PartitionHolders,
+		Reconciler: a.reconcilerOf, Defined: kindCheck.Catalog, Version: a.version(), Console: console.Handler(), Partitions: a.log.PartitionHolders,
+		Integrity: a.integrityAPI(),
 	}); err != nil {
 		return nil, err
 	}
@@ -293,6 +357,45 @@ func openLog(ctx context.Context, nc *nats.Conn, cfg events.Config, logger *slog
 	return l, blobs, err
 }
 
+// memberJoin joins the instances through a connection of its own, so that
+// heartbeats and the lease never wait behind API reads (decision 0041).
+func (a *App) memberJoin(ctx context.Context) (reconcilers.JoinFunc, error) {
+	var err error
+	if a.srv != nil {
+		a.memberNC, err = a.srv.Connect("jetplane-members")
+	} else {
+		o := a.cfg.NATS
+		o.Name += "-members"
+		a.memberNC, err = events.Connect(o)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("members connection: %w", err)
+	}
+	ml, err := a.log.OnConn(ctx, a.memberNC)
+	if err != nil {
+		return nil, fmt.Errorf("members connection: %w", err)
+	}
+	return func(ctx context.Context, instance string, opts events.MemberOptions) (reconcilers.Members, error) {
+		m, err := ml.Join(ctx, instance, opts)
+		if err != nil {
+			return nil, err
+		}
+		a.members.Store(m)
+		return m, nil
+	}, nil
+}
+
+// Lease is this instance's membership lease: until when it holds its
+// partitions, and a channel closed once it lost them (events.Members).
+// lost is nil before the instance joined.
+func (a *App) Lease() (until time.Time, lost <-chan struct{}) {
+	m := a.members.Load()
+	if m == nil {
+		return time.Time{}, nil
+	}
+	return m.Lease()
+}
+
 func (a *App) ready() error {
 	if !a.nc.IsConnected() {
 		return errors.New("not connected to nats")
@@ -301,6 +404,10 @@ func (a *App) ready() error {
 		// The log cannot be written (a full disk): not ready until it
 		// can, which the embedded server sees to once there is room.
 		if err := a.srv.StoreError(); err != nil {
+			return err
+		}
+		// A damaged log takes no writes until it is restored.
+		if err := a.integrityErr(); err != nil {
 			return err
 		}
 	}
@@ -440,6 +547,26 @@ func (a *App) Run(ctx context.Context) error {
 	rtDone := make(chan error, 1)
 	go func() { rtDone <- a.runtime.Start(rctx) }()
 	podsDone := a.runPods(rctx)
+	if a.srv != nil {
+		// Outside credentials' consumers stay within their limit
+		// (decision 0040).
+		go func() {
+			for {
+				err := auth.Guard(rctx, auth.GuardConfig{Store: a.srv.Creds(), Conn: a.nc, Logger: a.cfg.Logger})
+				if rctx.Err() != nil {
+					return
+				}
+				a.cfg.Logger.Error("consumer guard stopped; starting it again in 5 s", "err", err)
+				if !retry.Sleep(rctx, 5*time.Second) {
+					return
+				}
+			}
+		}()
+	}
+	a.serveControllers(rctx)
+	ictx, stopIntegrity := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopIntegrity()
+	integrityDone := a.runIntegrity(ictx)
 
 	bctx, stopBridge := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBridge()
@@ -452,7 +579,8 @@ func (a *App) Run(ctx context.Context) error {
 		bridgeDone <- nil
 	}
 
-	httpSrv := &http.Server{Handler: a.api, ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: a.api}
+	a.api.ConfigureServer(httpSrv)
 	httpDone := make(chan error, 1)
 	go func() {
 		if a.cfg.TLSCertFile != "" {
@@ -497,6 +625,8 @@ func (a *App) Run(ctx context.Context) error {
 	a.cfg.Logger.Info("stopping the projection")
 	stopProjector()
 	<-projDone
+	stopIntegrity()
+	<-integrityDone
 	if a.projector.Ready() {
 		snap, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -508,13 +638,23 @@ func (a *App) Run(ctx context.Context) error {
 }
 
 func (a *App) close() {
+	if a.stopKeys != nil {
+		a.stopKeys()
+	}
 	if a.listener != nil {
 		a.listener.Close()
 	}
 	if a.nc != nil {
 		a.nc.Close()
 	}
+	if a.memberNC != nil {
+		a.memberNC.Close()
+	}
 	if a.srv != nil {
 		a.srv.Shutdown()
+	}
+	if a.monitor != nil {
+		// The files are complete now: sign where the log ends.
+		a.monitor.Close()
 	}
 }

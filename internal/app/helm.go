@@ -11,6 +11,7 @@ import (
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/internal/retry"
 	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/reconcilers"
 	"github.com/jetplane/jetplane/reconcilers/apply"
 	"github.com/jetplane/jetplane/reconcilers/helmrelease"
 	"github.com/jetplane/jetplane/schemas"
@@ -38,21 +39,35 @@ func (a *App) newHelmRelease(charts *events.Charts, ar *apply.Reconciler) (*helm
 
 type gateWriter struct{ a *App }
 
-func (w gateWriter) Apply(ctx context.Context, actor string, objs []*schemas.Object) (int, error) {
-	out, err := w.a.gate.Apply(ctx, actor, objs, "")
+// Apply writes a release's children as a controller acting for owner, in
+// the scope of whoever last set owner's spec (decision 0038).
+func (w gateWriter) Apply(ctx context.Context, owner *schemas.Object, actor string, objs []*schemas.Object) (int, error) {
+	out, err := w.a.gate.Apply(ctx, gate.Controller(actor, owner), objs, "")
 	n := 0
 	for _, o := range out {
 		if o.Action != gate.Unchanged {
 			n++
 		}
 	}
-	return n, err
+	return n, ownerError(err)
 }
 
-func (w gateWriter) Delete(ctx context.Context, actor string, k projections.Key) error {
-	_, err := w.a.gate.Delete(ctx, actor, k, "")
+func (w gateWriter) Delete(ctx context.Context, owner *schemas.Object, actor string, k projections.Key) error {
+	_, err := w.a.gate.Delete(ctx, gate.Controller(actor, owner), k, "")
 	if errors.Is(err, gate.ErrNotFound) {
 		return nil
+	}
+	return ownerError(err)
+}
+
+// ownerError tells the release which refusals are about ownership. A
+// write out of the release's scope is the release's fault: terminal.
+func ownerError(err error) error {
+	switch {
+	case errors.Is(err, gate.ErrAdoption):
+		return fmt.Errorf("%w: %w", helmrelease.ErrNotOwner, err)
+	case errors.Is(err, gate.ErrForbidden), errors.Is(err, gate.ErrInvalid):
+		return reconcilers.Terminal(err)
 	}
 	return err
 }

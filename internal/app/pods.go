@@ -92,7 +92,7 @@ func (a *App) podReconcilers(ctx context.Context) ([]reconcilers.Reconciler, err
 	}
 	sched := a.cfg.Pods.Scheduler
 	if sched == nil {
-		opts := scheduler.Options{Log: a.log, State: a.store, Instance: a.cfg.Instance, Logger: a.cfg.Logger}
+		opts := scheduler.Options{Log: bindGate{a.log, gate.Principal{Name: "scheduler", Role: gate.RoleScheduler}}, State: a.store, Instance: a.cfg.Instance, Logger: a.cfg.Logger}
 		if path := a.cfg.Pods.SchedulerConfig; path != "" {
 			cfg, err := scheduler.LoadConfig(path)
 			if err != nil {
@@ -131,7 +131,11 @@ func (a *App) podServices(g *gate.Gate) error {
 	ncfg := node.Config{Heartbeats: a.pods.nodes, State: a.store, Log: a.log, Logger: a.cfg.Logger}
 	var err error
 	a.pods.registrar, err = node.NewRegistrar(ncfg, func(ctx context.Context, obj *schemas.Object) error {
-		_, err := g.Apply(ctx, "node/"+obj.GetMetadata().GetName(), []*schemas.Object{obj}, "")
+		// The registrar applies only the Node its heartbeat's key names,
+		// a key only that node's credential may write: the node speaks
+		// for itself, and Authorize holds it to its own Node.
+		name := obj.GetMetadata().GetName()
+		_, err := g.Apply(ctx, gate.Principal{Name: "node/" + name, Role: gate.RoleNode, Self: name}, []*schemas.Object{obj}, "")
 		return err
 	})
 	if err != nil {
@@ -217,9 +221,32 @@ func (a *App) NodeStore() *events.NodeStore { return a.pods.nodes }
 // Images is the image store (api.Pods).
 func (p *pods) Images() *events.Images { return p.nodes.Images() }
 
-// ReadLogs reads pods' logs (api.Pods).
+// ReadLogs reads pods' logs (api.Pods): those the pod's bound node wrote.
+// A follow of a pod not bound yet waits until it is.
 func (p *pods) ReadLogs(ctx context.Context, q events.LogQuery, fn func(events.LogLine) error) error {
+	q.Node = p.boundNode(q.Namespace, q.Pod)
+	for q.Follow && q.Node == "" {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+		q.Node = p.boundNode(q.Namespace, q.Pod)
+	}
 	return p.nodes.ReadLogs(ctx, q, fn)
+}
+
+// NewestLog is the newest chunk of each of a pod's containers (api.Pods).
+func (p *pods) NewestLog(ctx context.Context, q events.LogQuery) ([]events.LogLine, error) {
+	q.Node = p.boundNode(q.Namespace, q.Pod)
+	return p.nodes.NewestLog(ctx, q)
+}
+
+// boundNode is the node pod namespace/name is bound to ("" when none):
+// the only node whose output is that pod's log.
+func (p *pods) boundNode(namespace, name string) string {
+	o := p.store.Get(projections.Key{Kind: podspec.KindPod, Namespace: namespace, Name: name})
+	return o.GetSpec().GetFields()["nodeName"].GetStringValue()
 }
 
 // MaxImageBytes bounds a push (api.Pods).
@@ -255,4 +282,39 @@ func podUses(o *schemas.Object, ref, digest string) bool {
 		}
 	}
 	return false
+}
+
+// bindGate is the scheduler's way into the log: each Bound event passes
+// the gate's rules first (gate.AuthorizeBinds), so a scheduler (and the
+// plugins it runs) writes bindings of pods and nothing else.
+type bindGate struct {
+	log *events.Log
+	p   gate.Principal
+}
+
+func (b bindGate) AppendAsync(ctx context.Context, entries []events.Entry) ([]events.Result, []error) {
+	refused := gate.AuthorizeBinds(b.p, entries)
+	if refused == nil {
+		return b.log.AppendAsync(ctx, entries)
+	}
+	var ok []events.Entry
+	var at []int
+	for i, e := range entries {
+		if refused[i] == nil {
+			ok, at = append(ok, e), append(at, i)
+		}
+	}
+	res, errs := make([]events.Result, len(entries)), refused
+	if len(ok) > 0 {
+		r, es := b.log.AppendAsync(ctx, ok)
+		for j, i := range at {
+			if r != nil {
+				res[i] = r[j]
+			}
+			if es != nil {
+				errs[i] = es[j]
+			}
+		}
+	}
+	return res, errs
 }

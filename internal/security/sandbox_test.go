@@ -129,7 +129,7 @@ func podLogs(t *testing.T, a *app.App, name string) string {
 }
 
 // waitLogs waits until the pod's logs contain want.
-func waitLogs(t *testing.T, a *app.App, name, want string) string {
+func podLogsContain(t *testing.T, a *app.App, name, want string) string {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for {
@@ -315,7 +315,7 @@ func TestModuleCannotLeaveItsVolumes(t *testing.T) {
   - {name: ro, hostPath: {path: %q}}
 `, keys, outside, shared, ro)))
 	st := waitPod(t, a, "escape", "ended", phaseIs("Completed", "Error"))
-	logs := waitLogs(t, a, "escape", "\n")
+	logs := podLogsContain(t, a, "escape", "\n")
 	if st.GetPhase() != "Completed" || strings.Contains(logs, "ESCAPED") {
 		t.Fatalf("the module left its volumes (%s: %s):\n%s", st.GetPhase(), st.GetMessage(), logs)
 	}
@@ -402,7 +402,7 @@ func TestVolumesAreTheNodesAndBounded(t *testing.T) {
   - {name: data, emptyDir: {sizeLimit: 1Mi}}
 `))
 	waitPod(t, a, "fill", "Completed", phaseIs("Completed"))
-	logs := waitLogs(t, a, "fill", "filled")
+	logs := podLogsContain(t, a, "fill", "filled")
 	if !strings.Contains(logs, "fill stopped at") || !strings.Contains(logs, "small files stopped at") {
 		t.Fatalf("the volume took everything written:\n%s", logs)
 	}
@@ -414,7 +414,7 @@ func TestVolumesAreTheNodesAndBounded(t *testing.T) {
 	// in the logs stream.
 	applyDoc(t, c, podDoc("spew", "guest:v1", "Never", []string{"spew", "8"}, ""))
 	waitPod(t, a, "spew", "Completed", phaseIs("Completed"))
-	logs = waitLogs(t, a, "spew", "log limit")
+	logs = podLogsContain(t, a, "spew", "log limit")
 	if len(logs) > 1<<20+4096 {
 		t.Fatalf("the pod logged %d bytes past a 1 MiB limit", len(logs))
 	}
@@ -476,7 +476,7 @@ stringData: {password: `+value+`}
 `))
 	waitPod(t, a, "env", "Completed", phaseIs("Completed"))
 	sum := sha256.Sum256([]byte(value))
-	waitLogs(t, a, "env", "digest "+hex.EncodeToString(sum[:]))
+	podLogsContain(t, a, "env", "digest "+hex.EncodeToString(sum[:]))
 	// The node-work bucket's value is flushed to its file store by now
 	// (the embedded server writes through to the OS); look at every file.
 	for _, dir := range []string{dataDir, dataDir + "-node"} {

@@ -3,6 +3,7 @@ package security
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"io/fs"
 	"net/http"
@@ -20,7 +21,7 @@ import (
 )
 
 func secretYAML(name, password string) string {
-	return "apiVersion: v1\nkind: Secret\nmetadata: {name: " + name + ", namespace: shop}\ntype: Opaque\nstringData: {password: " + password + "}\ndata: {token: " + password + "-b64}\n"
+	return "apiVersion: v1\nkind: Secret\nmetadata: {name: " + name + ", namespace: shop}\ntype: Opaque\nstringData: {password: " + password + "}\ndata: {token: " + base64.StdEncoding.EncodeToString([]byte(password+"-token")) + "}\n"
 }
 
 // rawLog returns every stored message of the log, as bytes.

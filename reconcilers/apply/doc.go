@@ -1,6 +1,6 @@
 // Package apply is the reconciler of the Apply kind: one Kubernetes
-// manifest pushed into one cluster by server-side apply (DESIGN.md,
-// "Kubernetes"; docs/decisions/0009-kubernetes-objects-in-the-log.md).
+// manifest pushed into one cluster by server-side apply (decision
+// 0009, docs/decisions/0009-kubernetes-objects-in-the-log.md).
 //
 // An Apply's spec is
 //

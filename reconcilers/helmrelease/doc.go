@@ -1,6 +1,6 @@
 // Package helmrelease is the reconciler of the HelmRelease kind: a Helm
 // chart rendered client-side (package render) into children of one group,
-// each a managed object with its own history (DESIGN.md, "Kubernetes";
+// each a managed object with its own history (docs/ARCHITECTURE.md;
 // docs/decisions/0022-helm-releases-as-children.md).
 //
 // A HelmRelease's spec is

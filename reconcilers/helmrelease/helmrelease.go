@@ -45,14 +45,25 @@ type State interface {
 	List(projections.Query) ([]*schemas.Object, uint64)
 }
 
-// Writer records desired state: the gate.
+// Writer records desired state: the gate. Every write is made for owner,
+// the release, in the scope of whoever last set the release's spec; the
+// gate marks the children as owner's and refuses to touch objects owner
+// does not own (ErrNotOwner).
 type Writer interface {
 	// Apply records objs atomically and reports how many changed (an
 	// object identical to the stored one is not written).
-	Apply(ctx context.Context, actor string, objs []*schemas.Object) (changed int, err error)
+	Apply(ctx context.Context, owner *schemas.Object, actor string, objs []*schemas.Object) (changed int, err error)
 	// Delete requests deletion of k; a key already gone is not an error.
-	Delete(ctx context.Context, actor string, k projections.Key) error
+	Delete(ctx context.Context, owner *schemas.Object, actor string, k projections.Key) error
 }
+
+// ErrNotOwner marks a write the Writer refused because the object exists
+// and the release neither created it nor may adopt it.
+var ErrNotOwner = errors.New("not the owner")
+
+// ConditionConflict is True while a child the chart renders is an object
+// the release does not own; its message names the object.
+const ConditionConflict = "Conflict"
 
 // History reads every event of one key, oldest first.
 type History func(ctx context.Context, k projections.Key) ([]*schemas.Event, error)
@@ -205,7 +216,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 	// Most runs follow a child's status change and find every child as
 	// rendered: then the gate is not asked at all.
 	if !r.inState(children) {
-		if _, err := r.cfg.Writer.Apply(ctx, r.cfg.Actor, children); err != nil {
+		if _, err := r.cfg.Writer.Apply(ctx, obj, r.cfg.Actor, children); err != nil {
+			if errors.Is(err, ErrNotOwner) {
+				// Retried with backoff: the object's writer may yet allow
+				// the adoption, or remove the object.
+				return reconcilers.Result{Conditions: []*schemas.Condition{{Type: ConditionConflict, Status: "True", Reason: "NotOwner", Message: err.Error()}}},
+					fmt.Errorf("write children: %w", err)
+			}
 			return reconcilers.Result{}, fmt.Errorf("write children: %w", err)
 		}
 	}
@@ -220,7 +237,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 			stale = append(stale, o)
 		}
 	}
-	if err := r.prune(ctx, stale); err != nil {
+	if err := r.prune(ctx, obj, stale); err != nil {
 		return reconcilers.Result{}, err
 	}
 	diff, err := r.valuesDiff(ctx, key, obj)
@@ -236,15 +253,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 
 // render fetches the chart, gathers the values and renders. Errors the
 // release is to blame for are terminal.
-func (r *Reconciler) render(ctx context.Context, key projections.Key, spec *Spec, revision int) (*render.Result, string, error) {
+func (r *Reconciler) render(ctx context.Context, key projections.Key, spec *Spec, revision int) (_ *render.Result, _ string, err error) {
 	archive, version, err := r.fetch(ctx, spec)
 	if err != nil {
 		return nil, "", err
 	}
-	values, err := r.values(key, spec)
+	values, secrets, err := r.values(key, spec)
 	if err != nil {
 		return nil, "", err
 	}
+	// A chart's fail or a template error may quote values; those read
+	// from Secrets never reach the release's status.
+	defer func() { err = redact(err, secrets) }()
 	opts := render.Options{
 		ReleaseName: key.Name, Namespace: spec.ReleaseNamespace, Revision: revision, IsUpgrade: revision > 1,
 		Values: values,
@@ -335,8 +355,12 @@ func (r *Reconciler) fetch(ctx context.Context, spec *Spec) ([]byte, string, err
 
 // values merges the values objects, in order, and the inline values over
 // them.
-func (r *Reconciler) values(key projections.Key, spec *Spec) (map[string]any, error) {
+//
+// It also returns every value read from a Secret (the text and each
+// string in it), for redact.
+func (r *Reconciler) values(key projections.Key, spec *Spec) (map[string]any, []string, error) {
 	merged := map[string]any{}
+	var secrets []string
 	for i, ref := range spec.ValuesFrom {
 		field := fmt.Sprintf("spec.valuesFrom[%d]", i)
 		o := r.cfg.State.Get(projections.Key{Kind: ref.Kind, Namespace: key.Namespace, Name: ref.Name})
@@ -345,37 +369,51 @@ func (r *Reconciler) values(key projections.Key, spec *Spec) (map[string]any, er
 				continue
 			}
 			// Not terminal: the object's arrival runs the release (Owners).
-			return nil, fmt.Errorf("%s: %s %s/%s does not exist", field, ref.Kind, key.Namespace, ref.Name)
+			return nil, nil, fmt.Errorf("%s: %s %s/%s does not exist", field, ref.Kind, key.Namespace, ref.Name)
 		}
 		text, ok, err := dataKey(o, ref)
 		if err != nil {
-			return nil, reconcilers.Terminal(fmt.Errorf("%s: %w", field, err))
+			return nil, nil, reconcilers.Terminal(fmt.Errorf("%s: %w", field, err))
 		}
 		if !ok {
 			if ref.Optional {
 				continue
 			}
-			return nil, fmt.Errorf("%s: %s %s/%s has no key %q", field, ref.Kind, key.Namespace, ref.Name, ref.Key)
+			return nil, nil, fmt.Errorf("%s: %s %s/%s has no key %q", field, ref.Kind, key.Namespace, ref.Name, ref.Key)
 		}
 		vals, err := chartutil.ReadValues([]byte(text))
+		if err != nil && ref.Kind == "Secret" {
+			// The parser's message may quote the text.
+			return nil, nil, reconcilers.Terminal(fmt.Errorf("%s: %s %s/%s key %q: not YAML values", field, ref.Kind, key.Namespace, ref.Name, ref.Key))
+		}
 		if err != nil {
-			return nil, reconcilers.Terminal(fmt.Errorf("%s: %s %s/%s key %q: not YAML values: %v", field, ref.Kind, key.Namespace, ref.Name, ref.Key, err))
+			return nil, nil, reconcilers.Terminal(fmt.Errorf("%s: %s %s/%s key %q: not YAML values: %v", field, ref.Kind, key.Namespace, ref.Name, ref.Key, err))
+		}
+		if ref.Kind == "Secret" {
+			secrets = append(secrets, text)
+			secrets = leaves(vals.AsMap(), secrets)
 		}
 		merged = chartutil.MergeTables(vals.AsMap(), merged)
 	}
 	if spec.Values != nil {
 		merged = chartutil.MergeTables(deepCopy(spec.Values), merged)
 	}
-	return merged, nil
+	return merged, secrets, nil
 }
 
 // prune deletes stale children, dependents before what they depend on.
-func (r *Reconciler) prune(ctx context.Context, stale []*schemas.Object) error {
+func (r *Reconciler) prune(ctx context.Context, release *schemas.Object, stale []*schemas.Object) error {
 	for _, o := range reverseOrder(stale) {
 		if o.GetStatus().GetGoal() == projections.GoalDeleted {
 			continue
 		}
-		if err := r.cfg.Writer.Delete(ctx, r.cfg.Actor, projections.ObjectKey(o)); err != nil {
+		err := r.cfg.Writer.Delete(ctx, release, r.cfg.Actor, projections.ObjectKey(o))
+		if errors.Is(err, ErrNotOwner) {
+			// It carries the release's labels but not its ownership (a
+			// user's object labelled so): not the release's to delete.
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("prune %s: %w", projections.ObjectKey(o), err)
 		}
 	}
@@ -401,7 +439,7 @@ func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (reconci
 	if len(mine) == 0 {
 		return reconcilers.Result{}, nil
 	}
-	if err := r.prune(ctx, mine); err != nil {
+	if err := r.prune(ctx, obj, mine); err != nil {
 		return reconcilers.Result{}, err
 	}
 	return reconcilers.Result{
@@ -473,14 +511,17 @@ func (r *Reconciler) inState(children []*schemas.Object) bool {
 
 func sameMeta(cur, want *schemas.ObjectMeta) bool {
 	return cur.GetGroup() == want.GetGroup() && maps.Equal(cur.GetLabels(), want.GetLabels()) &&
-		maps.Equal(cur.GetAnnotations(), want.GetAnnotations()) && slices.EqualFunc(cur.GetDependsOn(), want.GetDependsOn(),
+		sameAnnotations(cur.GetAnnotations(), want.GetAnnotations()) && slices.EqualFunc(cur.GetDependsOn(), want.GetDependsOn(),
 		func(a, b *schemas.ObjectKey) bool { return proto.Equal(a, b) }) && len(cur.GetFinalizers()) == len(want.GetFinalizers())
 }
 
-// owned reports whether o carries release's owner labels.
+// owned reports whether o carries release's owner labels and the gate
+// recorded release as its owner: labels anyone may write; the gate's owner
+// annotation only the release's own writes set (decision 0038).
 func owned(o *schemas.Object, release projections.Key) bool {
 	l := o.GetMetadata().GetLabels()
-	return l[LabelReleaseNamespace] == release.Namespace && l[LabelReleaseName] == release.Name
+	return l[LabelReleaseNamespace] == release.Namespace && l[LabelReleaseName] == release.Name &&
+		o.GetMetadata().GetAnnotations()[gatePrefix+"owner"] == Kind+"/"+release.Namespace+"/"+release.Name
 }
 
 // reverseOrder orders objs so that an object comes before every object
@@ -539,4 +580,70 @@ func (r *Reconciler) forgetLocked(release projections.Key) {
 			delete(r.refs, k)
 		}
 	}
+}
+
+// gatePrefix starts the annotations the gate keeps itself (owner, scope):
+// a rendered child never carries them, a stored one may.
+const gatePrefix = "gate.jetplane.dev/"
+
+func sameAnnotations(cur, want map[string]string) bool {
+	n := 0
+	for k, v := range cur {
+		if strings.HasPrefix(k, gatePrefix) {
+			continue
+		}
+		if w, ok := want[k]; !ok || w != v {
+			return false
+		}
+		n++
+	}
+	return n == len(want)
+}
+
+// minRedacted is the shortest Secret value redact hides: shorter ones
+// ("1", "on") would blank out every message that holds them by chance.
+const minRedacted = 4
+
+// leaves appends every string and number in v, as text.
+func leaves(v any, out []string) []string {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, e := range v {
+			out = leaves(e, out)
+		}
+	case []any:
+		for _, e := range v {
+			out = leaves(e, out)
+		}
+	case string:
+		out = append(out, v)
+	case nil, bool:
+	default:
+		out = append(out, fmt.Sprint(v))
+	}
+	return out
+}
+
+// redact returns err with every secret value in its message replaced by
+// "*****", keeping whether it is terminal.
+func redact(err error, secrets []string) error {
+	if err == nil || len(secrets) == 0 {
+		return err
+	}
+	msg := err.Error()
+	// Longest first, so a value holding another is hidden whole.
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	for _, s := range secrets {
+		if len(s) >= minRedacted {
+			msg = strings.ReplaceAll(msg, s, "*****")
+		}
+	}
+	if msg == err.Error() {
+		return err
+	}
+	out := errors.New(msg)
+	if reconcilers.IsTerminal(err) {
+		return reconcilers.Terminal(out)
+	}
+	return out
 }

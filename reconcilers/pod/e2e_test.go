@@ -196,7 +196,8 @@ func (c *cluster) phases(k projections.Key) []string {
 func (c *cluster) logs(ns, name, container string) string {
 	c.tb.Helper()
 	var b strings.Builder
-	err := c.app.NodeStore().ReadLogs(context.Background(), events.LogQuery{Namespace: ns, Pod: name, Container: container}, func(l events.LogLine) error {
+	node := c.app.Store().Get(podKey(ns, name)).GetSpec().GetFields()["nodeName"].GetStringValue()
+	err := c.app.NodeStore().ReadLogs(context.Background(), events.LogQuery{Node: node, Namespace: ns, Pod: name, Container: container}, func(l events.LogLine) error {
 		b.Write(l.Data)
 		return nil
 	})
@@ -738,8 +739,8 @@ func TestHeartbeatsStayOutOfTheLog(t *testing.T) {
 	}
 }
 
-// Pod output is stored in JP_LOGS under jp.logs.<namespace>.<pod>.<container>
-// (the node dropped), bounded as the README says.
+// Pod output is stored in JP_LOGS under
+// jp.logs.<node>.<namespace>.<pod>.<container>, bounded as the README says.
 func TestLogsAreStoredPerContainerAndBounded(t *testing.T) {
 	c := startCluster(t, nil)
 	c.push("workload:v1", workload(t))
@@ -760,7 +761,7 @@ func TestLogsAreStoredPerContainerAndBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.State.Subjects["jp.logs.default.talk.main"] > 0 {
+		if info.State.Subjects[events.LogsSubject("n1", "default", "talk", "main")] > 0 {
 			cfg := info.Config
 			if cfg.MaxMsgsPerSubject != 10000 || cfg.MaxMsgSize < 16<<10 || cfg.MaxMsgSize > 17<<10 || cfg.MaxAge != 24*time.Hour {
 				t.Fatalf("bounds: %d per container, %d bytes each, %s", cfg.MaxMsgsPerSubject, cfg.MaxMsgSize, cfg.MaxAge)
@@ -815,11 +816,11 @@ func TestLogLinesAreStoredInChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter("jp.logs.default.chatty.main"))
+	info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(events.LogsSubject("n1", "default", "chatty", "main")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := info.State.Subjects["jp.logs.default.chatty.main"]; n == 0 || n > 200 {
+	if n := info.State.Subjects[events.LogsSubject("n1", "default", "chatty", "main")]; n == 0 || n > 200 {
 		t.Fatalf("2,000 lines stored as %d messages", n)
 	}
 }

@@ -4,7 +4,7 @@
 // as an argument, and the runner around it sleeps until NextWake and calls
 // Next from its workers.
 //
-// Its contract (DESIGN.md, "Reconcilers", rules 1, 2, 4 and 5):
+// Its contract (docs/ARCHITECTURE.md, "The runtime's rules", 1, 2, 4 and 5):
 //
 //   - A key waiting to run is queued once however often it is added.
 //   - A key added while it runs runs exactly once more after it.
@@ -28,7 +28,7 @@ import (
 	"time"
 )
 
-// Config tunes a Queue. Zero fields take the defaults of DESIGN.md.
+// Config tunes a Queue. Zero fields take the defaults of docs/ARCHITECTURE.md.
 type Config struct {
 	// MaxRunning caps concurrent runs (default 8).
 	MaxRunning int

@@ -7,19 +7,28 @@ import (
 )
 
 // The host writes the call's context here before each call (decision
-// 0018): the cycle number, the node's slot, the node's revision.
-var area [3]uint64
+// 0018): the cycle number, the node's slot, the node's revision; in a
+// batch call the guest writes the entry it is at into the fourth word, so
+// that the host's currentNodeName, node and result.status_reason answer
+// for that entry.
+var area [4]uint64
 
 //go:wasmexport jetplane_area
 func jetplaneArea() uint32 { return uint32(uintptr(unsafe.Pointer(&area))) }
 
-//go:wasmimport k8s.io/api pod
+// The SDK imports only functions of upstream's host ABI (decision 0055),
+// so that its modules load under either host.
+
+//go:wasmimport k8s.io/scheduler currentPod
 func hostPod(ptr, limit uint32) uint32
 
-//go:wasmimport k8s.io/api nodeInfo/node
-func hostNode(ptr, limit uint32) uint32
+//go:wasmimport k8s.io/scheduler currentNodeName
+func hostNodeName(ptr, limit uint32) uint32
 
-//go:wasmimport k8s.io/scheduler status_reason
+//go:wasmimport k8s.io/api node
+func hostNodeByName(name, nameLen, ptr, limit uint32) uint32
+
+//go:wasmimport k8s.io/scheduler result.status_reason
 func hostStatusReason(ptr, size uint32)
 
 //go:wasmimport k8s.io/scheduler get_config
@@ -108,6 +117,12 @@ func current() (*Pod, *Node, bool) {
 	return p, n, ok
 }
 
+// hostNode is the current node's protobuf: its name, then the node.
+func hostNode(ptr, limit uint32) uint32 {
+	name := string(fetch(hostNodeName))
+	return hostNodeByName(uint32(uintptr(unsafe.Pointer(unsafe.StringData(name)))), uint32(len(name)), ptr, limit)
+}
+
 // ptr is the address of a string's bytes in linear memory (no copy).
 func ptr(s string) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.StringData(s)))) }
 
@@ -150,14 +165,9 @@ func score() uint64 {
 // The batch ABI (decision 0031): the host writes each node's slot and
 // revision into an entry, calls jetplane_filter_nodes(n) or
 // jetplane_score_nodes(n), and reads each entry's result (a filter's code,
-// or score<<32 | code). A node the guest has not decoded at that revision
-// comes from node_at(i), a reason goes to reason_at(i).
-
-//go:wasmimport jetplane node_at
-func hostNodeAt(i, ptr, limit uint32) uint32
-
-//go:wasmimport jetplane reason_at
-func hostReasonAt(i, ptr, size uint32)
+// or score<<32 | code). The guest writes the entry it is at into
+// area[3]; a node it has not decoded at that revision comes from
+// currentNodeName and node, a reason goes to result.status_reason.
 
 type batchEntry struct {
 	slot, rev, result uint64
@@ -180,19 +190,17 @@ func each(n uint32, fn func(i uint32, p *Pod, node *Node) (uint64, string)) uint
 	if !ok || int(n) > len(batch) {
 		return 1
 	}
+	defer func() { area[3] = 0 }()
 	for i := uint32(0); i < n; i++ {
 		e := &batch[i]
-		node, ok := nodeAt(e.slot, e.rev, func() []byte {
-			return fetch(func(ptr, limit uint32) uint32 { return hostNodeAt(i, ptr, limit) })
-		})
+		area[3] = uint64(i)
+		node, ok := nodeAt(e.slot, e.rev, func() []byte { return fetch(hostNode) })
 		if !ok {
 			return 1
 		}
 		res, r := fn(i, p, node)
 		e.result = res
-		if r != "" {
-			hostReasonAt(i, ptr(r), uint32(len(r)))
-		}
+		reason(r)
 	}
 	return 0
 }

@@ -14,7 +14,7 @@ import (
 func BenchmarkCycle(b *testing.B) {
 	for _, nodes := range []int{1000, 5000} {
 		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
-			profiles := profiles(b, false)
+			profiles := profiles(b, builtins)
 			prof := profiles[scheduler.DefaultSchedulerName]
 			cache := scheduler.NewCache()
 			for n := 0; n < nodes; n++ {

@@ -156,8 +156,9 @@ func guestPath(tb testing.TB, name string) string {
 		if buildDir, buildErr = os.MkdirTemp("", "jetplane-perf-"); buildErr != nil {
 			return
 		}
-		for _, n := range []string{"labelfilter", "nodenumber"} {
-			cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", filepath.Join(buildDir, n+".wasm"), "../guest/examples/"+n)
+		for n, src := range map[string]string{"labelfilter": "../guest/examples/labelfilter", "nodenumber": "../guest/examples/nodenumber",
+			"upstream": "../wasm/testdata/upstream"} {
+			cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", filepath.Join(buildDir, n+".wasm"), src)
 			cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 			if out, err := cmd.CombinedOutput(); err != nil {
 				buildErr = fmt.Errorf("build %s: %v\n%s", n, err, out)

@@ -18,13 +18,36 @@ import (
 	"github.com/jetplane/jetplane/schemas"
 )
 
-// profiles returns the default profile, with the example WebAssembly
-// filter (labelfilter) and score (nodenumber) added when withWasm.
-func profiles(tb testing.TB, withWasm bool) map[string]*scheduler.Profile {
+// The plugins a scheduling benchmark adds to the default ones.
+type extra int
+
+const (
+	builtins extra = iota
+	// sdk: the example WebAssembly filter (labelfilter) and score
+	// (nodenumber), built with scheduler/guest (batch calls, node cache).
+	sdk
+	// upstream: one guest of kube-scheduler-wasm-extension's shape
+	// (testdata/upstream: a label filter that decodes each node, and
+	// NodeNumber's score), configured as upstream configures it.
+	upstream
+)
+
+func (e extra) String() string { return [...]string{"builtins", "wasm", "upstream"}[e] }
+
+// profiles returns the default profile, with the plugins of e added.
+func profiles(tb testing.TB, e extra) map[string]*scheduler.Profile {
 	tb.Helper()
 	cfg := scheduler.DefaultConfig()
 	cfg.Parallelism = *benchParallel
-	if withWasm {
+	if e == upstream {
+		cfg.Profiles = []scheduler.ProfileConfig{{
+			SchedulerName: scheduler.DefaultSchedulerName,
+			Plugins:       scheduler.PluginsConfig{MultiPoint: scheduler.PluginSet{Enabled: []scheduler.PluginRef{{Name: "NodeNumber", Weight: 1}}}},
+			PluginConfig: []scheduler.PluginConfig{{Name: "NodeNumber", Args: map[string]any{
+				"guestURL": "file://" + guestPath(tb, "upstream"), "guestConfig": `{"filterLabel": "topology.kubernetes.io/zone"}`}}},
+		}}
+	}
+	if e == sdk {
 		cfg.Profiles = []scheduler.ProfileConfig{{
 			SchedulerName: scheduler.DefaultSchedulerName,
 			Plugins: scheduler.PluginsConfig{MultiPoint: scheduler.PluginSet{Enabled: []scheduler.PluginRef{
@@ -59,24 +82,21 @@ func closePlugins(ps map[string]*scheduler.Profile) {
 }
 
 // BenchmarkScheduling places -sched.pods pending pods on 1,000 and 5,000
-// nodes with the default plugins, and with one WebAssembly filter and one
-// WebAssembly score added, through Scheduler.Schedule as the pod
+// nodes with the default plugins; with one WebAssembly filter and one
+// WebAssembly score built with the SDK added (wasm); and with one guest of
+// upstream's shape filtering and scoring added (upstream); through Scheduler.Schedule as the pod
 // reconciler calls it (-sched.workers at once), until every Bound event is
 // acknowledged by the log (Schedule returns once the event is queued). Setup (nodes and pods appended and projected)
 // is not timed.
 func BenchmarkScheduling(b *testing.B) {
 	for _, nodes := range []int{1000, 5000} {
-		for _, withWasm := range []bool{false, true} {
-			name := fmt.Sprintf("nodes=%d/builtins", nodes)
-			if withWasm {
-				name = fmt.Sprintf("nodes=%d/wasm", nodes)
-			}
-			b.Run(name, func(b *testing.B) { benchScheduling(b, nodes, *benchPods, withWasm) })
+		for _, e := range []extra{builtins, sdk, upstream} {
+			b.Run(fmt.Sprintf("nodes=%d/%s", nodes, e), func(b *testing.B) { benchScheduling(b, nodes, *benchPods, e) })
 		}
 	}
 }
 
-func benchScheduling(b *testing.B, nodes, pods int, withWasm bool) {
+func benchScheduling(b *testing.B, nodes, pods int, withWasm extra) {
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -109,7 +129,7 @@ func benchScheduling(b *testing.B, nodes, pods int, withWasm bool) {
 }
 
 func schedulePods(tb testing.TB, c *cluster, pods int) int {
-	var placed atomic.Int64
+	var placed, failures atomic.Int64
 	var wg sync.WaitGroup
 	next := atomic.Int64{}
 	for w := 0; w < *benchWorkers; w++ {
@@ -129,6 +149,8 @@ func schedulePods(tb testing.TB, c *cluster, pods int) int {
 				}
 				if len(res.Conditions) > 0 && res.Conditions[0].Status == "True" {
 					placed.Add(1)
+				} else if len(res.Conditions) > 0 && failures.Add(1) <= 3 {
+					tb.Logf("pod-%05d not placed: %s: %s", i, res.Conditions[0].Reason, res.Conditions[0].Message)
 				}
 			}
 		}()
@@ -190,6 +212,44 @@ func BenchmarkWasmFilter(b *testing.B) {
 		}
 		b.ReportMetric(float64(time.Since(began).Nanoseconds())/float64(b.N*64), "ns/node")
 	})
+}
+
+// BenchmarkUpstreamFilter is Filter calls of the upstream-shaped guest
+// (testdata/upstream with a label filter: each call asks the host for the
+// node's name and the node, and decodes the node's labels), one node per
+// call on its cycle's instance, over 1,000 nodes; the median call as
+// ns/filter-p50 beside the mean ns/op, to compare with
+// BenchmarkWasmFilter/call.
+func BenchmarkUpstreamFilter(b *testing.B) {
+	pl, err := wasm.Load(context.Background(), "upstream", wasm.Args{GuestURL: "file://" + guestPath(b, "upstream"),
+		GuestConfig: `{"filterLabel": "zone=3"}`})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pl.(wasm.Closer).Close()
+	f := pl.(scheduler.FilterPlugin)
+	var infos []*scheduler.NodeInfo
+	for n := 0; n < 1000; n++ {
+		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%05d", n), Labels: map[string]string{"zone": fmt.Sprint(n % 10)}}}
+		infos = append(infos, scheduler.NewNodeInfo(node, uint64(n+1)))
+	}
+	state := scheduler.NewCycleState(scheduler.NewSnapshot(1, infos), 1)
+	pod := scheduler.NewPodInfo(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "bench"}})
+	ctx := context.Background()
+	pl.(scheduler.PreFilterPlugin).PreFilter(ctx, state, pod)
+	durs := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		st := f.Filter(ctx, state, pod, infos[i%len(infos)])
+		durs = append(durs, time.Since(t0))
+		if st != nil && st.Code == scheduler.Error {
+			b.Fatal(st)
+		}
+	}
+	b.StopTimer()
+	sort.Slice(durs, func(i, j int) bool { return durs[i] < durs[j] })
+	b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds()), "ns/filter-p50")
 }
 
 // BenchmarkNativeFilter is the same filter written natively, for scale.

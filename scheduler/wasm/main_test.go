@@ -22,6 +22,7 @@ var (
 		"loop":        "./testdata/loop",
 		"hog":         "./testdata/hog",
 		"plain":       "./testdata/plain",
+		"upstream":    "./testdata/upstream",
 	}
 )
 

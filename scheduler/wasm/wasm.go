@@ -1,25 +1,33 @@
-// Package wasm runs scheduler plugins compiled to WebAssembly (with the
-// SDK in scheduler/guest, or any guest of the kube-scheduler-wasm-extension
-// ABI shape) inside the scheduler, on wazero. It owns the host side of the
-// ABI: host modules k8s.io/api (pod, nodeInfo/node) and k8s.io/scheduler
-// (status_reason, get_config), the guest exports filter and score, and
-// jetplane's addition, a context area the host writes before each call so
-// that the guest decodes the pod once per cycle and each node once per
-// revision (decision 0018).
+// Package wasm runs scheduler plugins compiled to WebAssembly inside the
+// scheduler, on wazero. It owns the host side of the ABI of
+// kubernetes-sigs/kube-scheduler-wasm-extension at UpstreamCommit: the
+// host modules k8s.io/api, k8s.io/scheduler and k8s.io/klog (HostFunctions),
+// the guest exports of every extension point, their status and score
+// encodings, the lifecycle (_start registers the plugin; a trap there
+// refuses it at load) and upstream's plugin args (guestURL, guestConfig,
+// logSeverity). Decision 0055 records the ABI, 0056 the configuration.
 //
-// A module is compiled once (with an on-disk compilation cache) and runs in
-// a pool of instances; each call has a time budget and each instance a
-// memory limit. A guest that traps, loops or exhausts its memory fails
-// that call with the reason, its instance is thrown away, and the next
-// call gets a fresh one. Nothing else in jetplane imports wazero.
+// jetplane adds, as extensions a guest may use and upstream ignores: a
+// context area the host writes before each call, so that a guest built
+// with scheduler/guest decodes the pod once per cycle and each node once
+// per revision (decision 0018), and batch exports judging many nodes per
+// call (decision 0031); such a guest imports nothing upstream lacks.
+//
+// A module is compiled once (with an on-disk compilation cache) and runs
+// in instances. A guest of upstream's shape keeps its cycle state in its
+// memory, so, as upstream does, one instance serves a pod's scheduling
+// cycle (calls serialized) and then its binding cycle; a guest with
+// jetplane's batch exports keeps none, and its Filter and Score calls run
+// on a pool of instances in parallel. Each call has a time budget and each
+// instance a memory limit. A guest that traps, exits, loops or exhausts its
+// memory fails that call with the reason and its output, its instance is
+// thrown away, and the next call gets a fresh one. Nothing else in
+// jetplane imports wazero.
 package wasm
 
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,36 +42,18 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
-	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/scheduler"
 )
 
-// Args are a WebAssembly plugin's pluginConfig args.
-type Args struct {
-	// GuestPath is the module file; Image, in its place, a module in
-	// jetplane's image store: NAME:TAG or NAME@sha256:<hex> (the plugin
-	// must come from RegistryWithImages).
-	GuestPath string `json:"guestPath,omitempty"`
-	Image     string `json:"image,omitempty"`
-	// GuestConfig is handed to the guest by get_config.
-	GuestConfig string `json:"guestConfig,omitempty"`
-	// Timeout bounds one call (default 1s).
-	Timeout string `json:"timeout,omitempty"`
-	// MemoryLimitPages bounds an instance's memory in 64 KiB pages
-	// (default 2048: 128 MiB).
-	MemoryLimitPages uint32 `json:"memoryLimitPages,omitempty"`
-	// CacheDir holds compiled modules (default: the user cache dir).
-	CacheDir string `json:"cacheDir,omitempty"`
-}
-
 // Factory builds WebAssembly plugins for a scheduler.Registry: register it
 // under scheduler.WasmPlugin.
 func Factory(name string, raw json.RawMessage) (scheduler.Plugin, error) {
-	var a Args
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return nil, fmt.Errorf("args: %w", err)
+	a, err := ParseArgs(raw)
+	if err != nil {
+		return nil, err
 	}
 	return Load(context.Background(), name, a)
 }
@@ -89,33 +79,69 @@ var _ ImageSource = (*events.Images)(nil)
 func RegistryWithImages(images ImageSource) scheduler.Registry {
 	r := scheduler.DefaultRegistry()
 	r[scheduler.WasmPlugin] = func(name string, raw json.RawMessage) (scheduler.Plugin, error) {
-		var a Args
-		if err := json.Unmarshal(raw, &a); err != nil {
-			return nil, fmt.Errorf("args: %w", err)
+		a, err := ParseArgs(raw)
+		if err != nil {
+			return nil, err
 		}
 		return LoadFrom(context.Background(), name, a, images)
 	}
 	return r
 }
 
-// Plugin is one loaded module. Close releases it.
+// The guest exports of upstream's ABI, by extension point.
+const (
+	exEnqueue        = "enqueue"
+	exPreFilter      = "prefilter"
+	exFilter         = "filter"
+	exPostFilter     = "postfilter"
+	exPreScore       = "prescore"
+	exScore          = "score"
+	exNormalizeScore = "normalizescore"
+	exReserve        = "reserve"
+	exUnreserve      = "unreserve"
+	exPermit         = "permit"
+	exPreBind        = "prebind"
+	exBind           = "bind"
+	exPostBind       = "postbind"
+	exAddPod         = "addpod"
+	exRemovePod      = "removepod"
+)
+
+// guestExports are upstream's exports with their signatures ("" no
+// result).
+var guestExports = map[string]api.ValueType{
+	exEnqueue: 0, exPreFilter: i32, exFilter: i32, exPostFilter: i64, exPreScore: i32, exScore: i64,
+	exNormalizeScore: i32, exReserve: i32, exUnreserve: 0, exPermit: i64, exPreBind: i32, exBind: i32,
+	exPostBind: 0, exAddPod: i32, exRemovePod: i32,
+}
+
+// Plugin is one loaded module; it implements every extension point's
+// methods and scheduler.PartialPlugin says which the guest has. Close
+// releases it.
 type Plugin struct {
-	name    string
-	version string
-	config  []byte
-	timeout time.Duration
+	name        string
+	version     string
+	config      []byte
+	logSeverity int32
+	timeout     time.Duration
 
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
-	hasFilt  bool
-	hasScore bool
+	start    string // _start, _initialize or none
+	exports  map[string]bool
+	events   []scheduler.ClusterEvent
+
 	// hasArea: the guest exports jetplane_area (built with
-	// scheduler/guest); without it the guest fetches the pod and node on
-	// every call, as the extension's guests do. filtBatch and scoreBatch:
-	// it exports jetplane_filter_nodes / jetplane_score_nodes
-	// (decision 0031).
+	// scheduler/guest). filtBatch and scoreBatch: it exports
+	// jetplane_filter_nodes / jetplane_score_nodes (decision 0031).
+	// parallel: it keeps no state between calls (area, and no export but
+	// filter and score), so its calls run on any instance.
 	hasArea               bool
 	filtBatch, scoreBatch bool
+	parallel              bool
+
+	handleMu sync.RWMutex
+	h        scheduler.Handle
 
 	pool    chan *instance
 	mu      sync.Mutex
@@ -123,6 +149,12 @@ type Plugin struct {
 	seq     atomic.Uint64
 	closed  chan struct{}
 	stopped sync.WaitGroup
+
+	// The instances of a stateful guest, as upstream's pool: the one of
+	// the scheduling cycle, and those of binding cycles by pod.
+	assignMu  sync.Mutex
+	scheduled *instance
+	binding   map[types.UID]*instance
 
 	// podFetches and nodeFetches count the guest's pod and node host
 	// calls (how often it had to decode).
@@ -133,14 +165,34 @@ type Plugin struct {
 	slots   map[string]uint64
 }
 
+var (
+	_ scheduler.PartialPlugin         = (*Plugin)(nil)
+	_ scheduler.PreFilterResultPlugin = (*Plugin)(nil)
+	_ scheduler.BatchFilterPlugin     = (*Plugin)(nil)
+	_ scheduler.PostFilterPlugin      = (*Plugin)(nil)
+	_ scheduler.PreScorePlugin        = (*Plugin)(nil)
+	_ scheduler.BatchScorePlugin      = (*Plugin)(nil)
+	_ scheduler.NormalizeScorePlugin  = (*Plugin)(nil)
+	_ scheduler.ReservePlugin         = (*Plugin)(nil)
+	_ scheduler.PermitPlugin          = (*Plugin)(nil)
+	_ scheduler.PreBindPlugin         = (*Plugin)(nil)
+	_ scheduler.BindPlugin            = (*Plugin)(nil)
+	_ scheduler.PostBindPlugin        = (*Plugin)(nil)
+	_ scheduler.EnqueueExtensions     = (*Plugin)(nil)
+	_ scheduler.HandleUser            = (*Plugin)(nil)
+	_ scheduler.Versioned             = (*Plugin)(nil)
+	_ Closer                          = (*Plugin)(nil)
+)
+
 type encodedNode struct {
+	name string
 	rev  uint64
 	slot uint64
 	data []byte
 }
 
-// Load compiles the module at a.GuestPath (Args.Image needs LoadFrom) and returns the plugin; its
-// type implements Filter and/or Score as the guest exports them.
+// Load compiles the module a names (Args.Image needs LoadFrom) and
+// returns the plugin.
 func Load(ctx context.Context, name string, a Args) (scheduler.Plugin, error) {
 	return LoadFrom(ctx, name, a, nil)
 }
@@ -151,57 +203,19 @@ func LoadFrom(ctx context.Context, name string, a Args, images ImageSource) (sch
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case p.hasFilt && p.hasScore:
-		return filterScore{p}, nil
-	case p.hasFilt:
-		return filterOnly{p}, nil
-	case p.hasScore:
-		return scoreOnly{p}, nil
-	}
-	p.Close()
-	return nil, fmt.Errorf("wasm plugin %s: %s exports neither filter nor score", name, a.GuestPath+a.Image)
-}
-
-// module reads the guest's code from its file or the image store; an
-// image's bytes must match the digest its ref resolved to.
-func module(ctx context.Context, a Args, images ImageSource) ([]byte, error) {
-	switch {
-	case (a.GuestPath == "") == (a.Image == ""):
-		return nil, errors.New("exactly one of guestPath and image is required")
-	case a.GuestPath != "":
-		code, err := os.ReadFile(a.GuestPath)
-		if err != nil {
-			return nil, fmt.Errorf("guestPath: %w", err)
-		}
-		return code, nil
-	case images == nil:
-		return nil, fmt.Errorf("image %s: this scheduler has no image store", a.Image)
-	}
-	digest, _, err := images.Resolve(ctx, a.Image)
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	if err := images.Fetch(ctx, digest, &buf, events.DefaultMaxImageBytes); err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(buf.Bytes())
-	if got := "sha256:" + hex.EncodeToString(sum[:]); got != digest {
-		return nil, fmt.Errorf("image %s: the stored module's digest is %s, not %s", a.Image, got, digest)
-	}
-	return buf.Bytes(), nil
+	return p, nil
 }
 
 func load(ctx context.Context, name string, a Args, images ImageSource) (*Plugin, error) {
-	code, err := module(ctx, a, images)
+	code, digest, err := module(ctx, a, images)
 	if err != nil {
 		return nil, fmt.Errorf("wasm plugin %s: %w", name, err)
 	}
+	source := a.GuestURL + a.GuestPath + a.Image
 	timeout := time.Second
 	if a.Timeout != "" {
 		if timeout, err = time.ParseDuration(a.Timeout); err != nil || timeout <= 0 {
-			return nil, fmt.Errorf("timeout: %q is not a positive duration", a.Timeout)
+			return nil, fmt.Errorf("args: timeout: %q is not a positive duration", a.Timeout)
 		}
 	}
 	pages := a.MemoryLimitPages
@@ -223,56 +237,44 @@ func load(ctx context.Context, name string, a Args, images ImageSource) (*Plugin
 	// No WithCloseOnContextDone: the module carries its own stop checks.
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
 		WithCompilationCache(cache).WithMemoryLimitPages(pages))
-	sum := sha256.Sum256(code)
 	instrumented, err := instrument(code)
 	if err != nil {
 		rt.Close(ctx)
-		return nil, fmt.Errorf("wasm plugin %s: %s: %w", name, a.GuestPath+a.Image, err)
+		return nil, fmt.Errorf("wasm plugin %s: %s: %w", name, source, err)
 	}
-	p := &Plugin{name: name, version: "wasm/sha256:" + hex.EncodeToString(sum[:8]), config: []byte(a.GuestConfig),
-		timeout: timeout, rt: rt, pool: make(chan *instance, 64), all: map[*instance]struct{}{}, closed: make(chan struct{}),
-		nodes: map[string]*encodedNode{}, slots: map[string]uint64{}}
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+	p := &Plugin{name: name, version: "wasm/" + digest[:len("sha256:")+16], config: []byte(a.GuestConfig),
+		logSeverity: a.LogSeverity, timeout: timeout, rt: rt, pool: make(chan *instance, 64), all: map[*instance]struct{}{},
+		closed: make(chan struct{}), binding: map[types.UID]*instance{}, nodes: map[string]*encodedNode{}, slots: map[string]uint64{}}
+	fail := func(err error) (*Plugin, error) {
 		rt.Close(ctx)
-		return nil, err
+		return nil, fmt.Errorf("wasm plugin %s: %s: %w", name, source, err)
+	}
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		return fail(err)
 	}
 	if err := p.hostModules(ctx); err != nil {
-		rt.Close(ctx)
-		return nil, err
+		return fail(err)
 	}
 	if p.compiled, err = rt.CompileModule(ctx, instrumented); err != nil {
-		rt.Close(ctx)
-		return nil, fmt.Errorf("wasm plugin %s: compile %s: %w", name, a.GuestPath+a.Image, err)
+		return fail(fmt.Errorf("compile: %w", err))
 	}
-	exports := p.compiled.ExportedFunctions()
-	_, p.hasFilt = exports["filter"]
-	_, p.hasScore = exports["score"]
-	_, p.hasArea = exports["jetplane_area"]
-	_, hasBatch := exports["jetplane_batch_area"]
-	_, p.filtBatch = exports["jetplane_filter_nodes"]
-	_, p.scoreBatch = exports["jetplane_score_nodes"]
-	p.filtBatch = p.filtBatch && hasBatch && p.hasArea
-	p.scoreBatch = p.scoreBatch && hasBatch && p.hasArea
-	// Instantiate one now so that a module that cannot start fails here,
-	// and ask it which of its exports its plugin implements.
+	if _, ok := p.compiled.ExportedMemories()["memory"]; !ok {
+		return fail(errors.New("the guest does not export its memory"))
+	}
+	if err := p.detectExports(); err != nil {
+		return fail(err)
+	}
+	// Instantiate one now: a module whose _start (or _initialize) traps
+	// or exits is refused here, as upstream refuses it.
 	in, err := p.newInstance()
 	if err != nil {
-		rt.Close(ctx)
-		return nil, fmt.Errorf("wasm plugin %s: start: %w", name, err)
+		return fail(err)
 	}
-	if f := in.mod.ExportedFunction("jetplane_plugins"); f != nil {
-		res, err := f.Call(in.ctx)
-		if err == nil && len(res) == 0 {
-			err = errors.New("no result")
-		}
-		if err != nil {
-			rt.Close(ctx)
-			return nil, fmt.Errorf("wasm plugin %s: jetplane_plugins: %w", name, err)
-		}
-		p.hasFilt = p.hasFilt && res[0]&1 != 0
-		p.hasScore = p.hasScore && res[0]&2 != 0
-		p.filtBatch = p.filtBatch && p.hasFilt
-		p.scoreBatch = p.scoreBatch && p.hasScore
+	if err := p.askPlugins(in); err != nil {
+		return fail(err)
+	}
+	if err := p.askEvents(in); err != nil {
+		return fail(err)
 	}
 	p.put(in)
 	p.stopped.Add(1)
@@ -280,11 +282,152 @@ func load(ctx context.Context, name string, a Args, images ImageSource) (*Plugin
 	return p, nil
 }
 
+// detectExports reads which extension points the guest exports, checks
+// their signatures as upstream does, and refuses what upstream refuses.
+func (p *Plugin) detectExports() error {
+	p.exports = map[string]bool{}
+	fns := p.compiled.ExportedFunctions()
+	for name, want := range guestExports {
+		f, ok := fns[name]
+		if !ok {
+			continue
+		}
+		results := f.ResultTypes()
+		if len(f.ParamTypes()) != 0 || (want == 0) != (len(results) == 0) || (want != 0 && (len(results) != 1 || results[0] != want)) {
+			shape := "()"
+			if want != 0 {
+				shape = "(" + api.ValueTypeName(want) + ")"
+			}
+			return fmt.Errorf("the guest exports the wrong signature for func[%s]: should be () -> %s", name, shape)
+		}
+		p.exports[name] = true
+	}
+	_, p.hasArea = fns["jetplane_area"]
+	_, hasBatch := fns["jetplane_batch_area"]
+	_, p.filtBatch = fns["jetplane_filter_nodes"]
+	_, p.scoreBatch = fns["jetplane_score_nodes"]
+	p.filtBatch = p.filtBatch && hasBatch && p.hasArea
+	p.scoreBatch = p.scoreBatch && hasBatch && p.hasArea
+	if !p.exports[exFilter] && !p.exports[exScore] && !p.exports[exReserve] && !p.exports[exPermit] && !p.exports[exBind] {
+		return errors.New("the guest exports none of filter, score, reserve, permit and bind")
+	}
+	if p.exports[exPreScore] && !p.exports[exScore] {
+		return errors.New("the guest exports prescore without score")
+	}
+	if p.exports[exNormalizeScore] && !p.exports[exScore] {
+		return errors.New("the guest exports normalizescore without score")
+	}
+	p.parallel = p.hasArea
+	for name := range p.exports {
+		if name != exFilter && name != exScore {
+			p.parallel = false
+		}
+	}
+	switch {
+	case fns["_start"] != nil:
+		p.start = "_start"
+	case fns["_initialize"] != nil:
+		// A WASI reactor (standard Go's -buildmode=c-shared) registers in
+		// its initialisers.
+		p.start = "_initialize"
+	}
+	return nil
+}
+
+// askPlugins asks a guest built with scheduler/guest which of filter and
+// score its plugin implements (the SDK exports both).
+func (p *Plugin) askPlugins(in *instance) error {
+	f := in.mod.ExportedFunction("jetplane_plugins")
+	if f == nil {
+		return nil
+	}
+	res, err := f.Call(in.ctx)
+	if err == nil && len(res) == 0 {
+		err = errors.New("no result")
+	}
+	if err != nil {
+		return fmt.Errorf("jetplane_plugins: %w", err)
+	}
+	p.exports[exFilter] = p.exports[exFilter] && res[0]&1 != 0
+	p.exports[exScore] = p.exports[exScore] && res[0]&2 != 0
+	p.filtBatch = p.filtBatch && p.exports[exFilter]
+	p.scoreBatch = p.scoreBatch && p.exports[exScore]
+	if !p.exports[exFilter] && !p.exports[exScore] {
+		return errors.New("the guest's plugin implements neither Filter nor Score")
+	}
+	return nil
+}
+
+// askEvents calls enqueue once, as kube-scheduler asks EventsToRegister
+// once: a guest that traps there is refused.
+func (p *Plugin) askEvents(in *instance) error {
+	p.events = allClusterEvents
+	if !p.exports[exEnqueue] {
+		return nil
+	}
+	in.call.reset()
+	if _, err := p.call(in, exEnqueue, in.fn(exEnqueue)); err != nil {
+		return err
+	}
+	if len(in.call.events) > 0 {
+		p.events = in.call.events
+	}
+	in.call.reset()
+	return nil
+}
+
 // Name implements scheduler.Plugin.
 func (p *Plugin) Name() string { return p.name }
 
 // Version implements scheduler.Versioned: a digest of the module.
 func (p *Plugin) Version() string { return p.version }
+
+// SetHandle implements scheduler.HandleUser.
+func (p *Plugin) SetHandle(h scheduler.Handle) {
+	p.handleMu.Lock()
+	defer p.handleMu.Unlock()
+	p.h = h
+}
+
+func (p *Plugin) handle() scheduler.Handle {
+	p.handleMu.RLock()
+	defer p.handleMu.RUnlock()
+	if p.h == nil {
+		return scheduler.NopHandle{}
+	}
+	return p.h
+}
+
+// Implements implements scheduler.PartialPlugin: the extension points the
+// guest exports.
+func (p *Plugin) Implements(point string) bool {
+	switch point {
+	case scheduler.PointPreFilter:
+		// Always, as upstream: a stateful guest's cycle starts there.
+		return p.exports[exPreFilter] || !p.parallel
+	case scheduler.PointFilter:
+		return p.exports[exFilter]
+	case scheduler.PointPostFilter:
+		return p.exports[exPostFilter]
+	case scheduler.PointPreScore:
+		return p.exports[exPreScore]
+	case scheduler.PointScore:
+		return p.exports[exScore]
+	case scheduler.PointReserve:
+		return p.exports[exReserve] || p.exports[exUnreserve]
+	case scheduler.PointPermit:
+		return p.exports[exPermit]
+	case scheduler.PointPreBind:
+		return p.exports[exPreBind]
+	case scheduler.PointBind:
+		return p.exports[exBind]
+	case scheduler.PointPostBind:
+		// Also for a guest with a binding cycle and no postbind: PostBind
+		// ends the cycle and frees the pod's instance.
+		return p.exports[exPostBind] || p.exports[exPermit] || p.exports[exPreBind] || p.exports[exBind]
+	}
+	return false
+}
 
 // Close stops the plugin and frees its instances.
 func (p *Plugin) Close() error {
@@ -298,27 +441,6 @@ func (p *Plugin) Close() error {
 	return p.rt.Close(context.Background())
 }
 
-// callCtx is what host functions need to answer one call; each instance
-// has one, reachable from the context its calls run with.
-type callCtx struct {
-	pod    []byte
-	node   *encodedNode
-	reason string
-	// A batch call's nodes and the reasons the guest gave, by index.
-	nodes   []*encodedNode
-	reasons []string
-}
-
-// setReason keeps the guest's reason, reusing the last string when the
-// bytes are the same (a rejecting filter says the same thing for most
-// nodes): no allocation per call.
-func setReason(dst *string, b []byte, last *string) {
-	if string(b) != *last {
-		*last = string(b)
-	}
-	*dst = *last
-}
-
 type ctxKey struct{}
 
 // The state word of an instance: 0 idle, an odd call number while a call
@@ -329,32 +451,73 @@ const killed = uint64(1) << 63
 // budget by setting the instance's stop global (see instrument): the
 // guest traps at its next loop header, and the instance is replaced.
 type instance struct {
-	mod         api.Module
-	stop        api.MutableGlobal
-	mem         api.Memory
-	area        uint32 // 0: the guest has no context area
-	batch       uint32 // the batch entries (decision 0031)
-	batchCap    int
-	filter      api.Function
-	score       api.Function
-	filterNodes api.Function
-	scoreNodes  api.Function
-	ctx         context.Context
-	call        *callCtx
-	lastReason  string
-	stack       [1]uint64
-	calls       uint64 // calls made, this instance's goroutine only
-	state       atomic.Uint64
+	mod      api.Module
+	stop     api.MutableGlobal
+	mem      api.Memory
+	area     uint32 // 0: the guest has no context area
+	batch    uint32 // the batch entries (decision 0031)
+	batchCap int
+	fns      map[string]api.Function
+	ctx      context.Context
+	call     *callCtx
+	// out is the guest's stdout and stderr since the last call.
+	out        *bytes.Buffer
+	lastReason string
+	stack      [1]uint64
+	calls      uint64 // calls made, by the goroutine holding the instance
+	state      atomic.Uint64
+	// mu serializes the calls of a stateful guest's instance.
+	mu sync.Mutex
+}
+
+func (in *instance) fn(name string) api.Function { return in.fns[name] }
+
+// currentNodeName is the node of the call: in a batch call, the entry the
+// guest wrote into its context area.
+func (in *instance) currentNodeName() string {
+	c := in.call
+	if c.nodes != nil {
+		if i, ok := in.batchIndex(); ok {
+			return c.nodes[i].name
+		}
+		return ""
+	}
+	if c.node != nil {
+		return c.node.name
+	}
+	return c.nodeName
+}
+
+// batchIndex is the batch entry the guest is at (the context area's
+// fourth word).
+func (in *instance) batchIndex() (int, bool) {
+	i, ok := in.mem.ReadUint64Le(in.area + 24)
+	if !ok || i >= uint64(len(in.call.nodes)) {
+		return 0, false
+	}
+	return int(i), true
 }
 
 func (p *Plugin) newInstance() (*instance, error) {
-	in := &instance{call: &callCtx{}}
+	in := &instance{call: &callCtx{}, out: &bytes.Buffer{}}
 	in.ctx = context.WithValue(context.Background(), ctxKey{}, in)
 	cfg := wazero.NewModuleConfig().WithName(fmt.Sprintf("%s-%d", p.name, p.seq.Add(1))).
-		WithStartFunctions("_initialize")
+		WithStdout(in.out).WithStderr(in.out)
+	if p.start != "" {
+		cfg = cfg.WithStartFunctions(p.start)
+	} else {
+		cfg = cfg.WithStartFunctions()
+	}
 	mod, err := p.rt.InstantiateModule(in.ctx, p.compiled, cfg)
 	if err != nil {
-		return nil, err
+		return nil, guestError(in.out.String(), p.start, err)
+	}
+	if mod.IsClosed() {
+		return nil, fmt.Errorf("%s exited: the guest must stay alive after registering its plugin (build standard Go as a reactor, -buildmode=c-shared, registering in init)", p.start)
+	}
+	if s := in.out.String(); s != "" {
+		p.logOutput(s)
+		in.out.Reset()
 	}
 	in.mod, in.mem = mod, mod.Memory()
 	stop, ok := mod.ExportedGlobal(stopGlobal).(api.MutableGlobal)
@@ -383,16 +546,24 @@ func (p *Plugin) newInstance() (*instance, error) {
 			return nil, errors.New("jetplane_batch_area: empty")
 		}
 	}
-	in.filter = mod.ExportedFunction("filter")
-	in.score = mod.ExportedFunction("score")
-	in.filterNodes = mod.ExportedFunction("jetplane_filter_nodes")
-	in.scoreNodes = mod.ExportedFunction("jetplane_score_nodes")
+	in.fns = map[string]api.Function{}
+	for name := range guestExports {
+		if f := mod.ExportedFunction(name); f != nil {
+			in.fns[name] = f
+		}
+	}
+	for _, name := range []string{"jetplane_filter_nodes", "jetplane_score_nodes"} {
+		if f := mod.ExportedFunction(name); f != nil {
+			in.fns[name] = f
+		}
+	}
 	p.mu.Lock()
 	p.all[in] = struct{}{}
 	p.mu.Unlock()
 	return in, nil
 }
 
+// get takes a free instance, or makes one.
 func (p *Plugin) get() (*instance, error) {
 	select {
 	case in := <-p.pool:
@@ -414,7 +585,68 @@ func (p *Plugin) discard(in *instance) {
 	p.mu.Lock()
 	delete(p.all, in)
 	p.mu.Unlock()
+	p.assignMu.Lock()
+	if p.scheduled == in {
+		p.scheduled = nil
+	}
+	for uid, b := range p.binding {
+		if b == in {
+			delete(p.binding, uid)
+		}
+	}
+	p.assignMu.Unlock()
 	_ = in.mod.Close(context.Background())
+}
+
+// scheduling returns the instance of the scheduling cycle, as upstream's
+// doWithSchedulingGuest: cycles run one after another, so the instance
+// carries over to the next cycle unless a binding cycle took it.
+func (p *Plugin) scheduling() (*instance, error) {
+	p.assignMu.Lock()
+	defer p.assignMu.Unlock()
+	if p.scheduled != nil {
+		return p.scheduled, nil
+	}
+	in, err := p.get()
+	if err != nil {
+		return nil, err
+	}
+	p.scheduled = in
+	return in, nil
+}
+
+// forBinding returns pod's binding instance: the scheduling one moves to
+// the binding cycle (it holds the pod's cycle state), as upstream's
+// getForBinding.
+func (p *Plugin) forBinding(uid types.UID) (*instance, error) {
+	p.assignMu.Lock()
+	defer p.assignMu.Unlock()
+	if in := p.binding[uid]; in != nil {
+		return in, nil
+	}
+	in := p.scheduled
+	p.scheduled = nil
+	if in == nil {
+		// The instance was replaced after a failure: the pod's cycle
+		// state is gone, as the guest's would be after a restart.
+		var err error
+		if in, err = p.get(); err != nil {
+			return nil, err
+		}
+	}
+	p.binding[uid] = in
+	return in, nil
+}
+
+// freeBinding ends pod's binding cycle: its instance goes back to the pool.
+func (p *Plugin) freeBinding(uid types.UID) {
+	p.assignMu.Lock()
+	in := p.binding[uid]
+	delete(p.binding, uid)
+	p.assignMu.Unlock()
+	if in != nil {
+		p.put(in)
+	}
 }
 
 // watchdog stops calls that run past the budget: a call seen running for
@@ -470,186 +702,64 @@ func (in *instance) begin() uint64 {
 
 func (in *instance) end(id uint64) bool { return in.state.CompareAndSwap(id, 0) }
 
-// failure is the error of a failed guest call.
-func (p *Plugin) failure(err error, overrun bool) error {
-	// wazero's error carries the guest's stack trace; the status keeps
-	// the first line.
-	msg, _, _ := strings.Cut(err.Error(), "\n")
-	if overrun {
-		return fmt.Errorf("guest ran past its %s budget (%s); its instance was replaced", p.timeout, msg)
-	}
-	return fmt.Errorf("guest failed (%s); its instance was replaced", msg)
-}
-
-// invoke runs one export with the pod and node of a call.
-func (p *Plugin) invoke(fn api.Function, in *instance, cycle uint64, pod []byte, node *encodedNode) (uint64, string, error) {
-	c := in.call
-	c.pod, c.node, c.reason = pod, node, ""
-	if in.area != 0 {
-		mem := in.mem
-		if !mem.WriteUint64Le(in.area, cycle) || !mem.WriteUint64Le(in.area+8, node.slot) || !mem.WriteUint64Le(in.area+16, node.rev) {
-			p.discard(in)
-			return 0, "", errors.New("guest context area is outside memory")
-		}
-	}
-	id := in.begin()
-	err := fn.CallWithStack(in.ctx, in.stack[:])
-	ok := in.end(id)
-	reason := c.reason
-	c.pod, c.node = nil, nil
-	if err != nil || !ok {
-		p.discard(in)
-		if err == nil {
-			// It finished as the watchdog stopped it: the answer stands.
-			return in.stack[0], reason, nil
-		}
-		return 0, "", p.failure(err, !ok)
-	}
-	p.put(in)
-	return in.stack[0], reason, nil
-}
-
-// batchEntry is the size of one batch entry in guest memory: the node's
-// slot, its revision, and the guest's result (decision 0031).
-const batchEntry = 24
-
-// invokeBatch runs a batch export over nodes, one call per chunk of the
-// guest's batch area; results[i] and reasons[i] are nodes[i]'s.
-func (p *Plugin) invokeBatch(fn func(*instance) api.Function, cycle uint64, pod []byte, nodes []*encodedNode, results []uint64, reasons []string) error {
-	for lo := 0; lo < len(nodes); {
-		in, err := p.get()
-		if err != nil {
-			return fmt.Errorf("new instance: %w", err)
-		}
-		hi := min(lo+in.batchCap, len(nodes))
-		if err := p.callBatch(fn(in), in, cycle, pod, nodes[lo:hi], results[lo:hi], reasons[lo:hi]); err != nil {
-			return err
-		}
-		lo = hi
-	}
-	return nil
-}
-
-func (p *Plugin) callBatch(fn api.Function, in *instance, cycle uint64, pod []byte, nodes []*encodedNode, results []uint64, reasons []string) error {
-	c := in.call
-	c.pod, c.nodes, c.reasons = pod, nodes, reasons
-	defer func() { c.pod, c.nodes, c.reasons = nil, nil, nil }()
-	size := uint32(len(nodes) * batchEntry)
-	view, ok := in.mem.Read(in.batch, size)
-	if !ok || !in.mem.WriteUint64Le(in.area, cycle) {
-		p.discard(in)
-		return errors.New("guest batch area is outside memory")
-	}
-	for i, e := range nodes {
-		binary.LittleEndian.PutUint64(view[i*batchEntry:], e.slot)
-		binary.LittleEndian.PutUint64(view[i*batchEntry+8:], e.rev)
-	}
-	in.stack[0] = uint64(len(nodes))
+// call runs export name on in with in.stack as its parameters and
+// results. The guest's output goes to the scheduler's log; a failed call
+// (trap, exit, overrun) throws the instance away and says why, with the
+// guest's output, as upstream's decorateError.
+func (p *Plugin) call(in *instance, name string, fn api.Function) (uint64, error) {
 	id := in.begin()
 	err := fn.CallWithStack(in.ctx, in.stack[:])
 	finished := in.end(id)
+	out := in.out.String()
+	in.out.Reset()
+	if out != "" {
+		p.logOutput(out)
+	}
 	if err != nil {
 		p.discard(in)
-		return p.failure(err, !finished)
+		if !finished {
+			return 0, fmt.Errorf("wasm: %s error: guest ran past its %s budget; its instance was replaced", name, p.timeout)
+		}
+		return 0, guestError(out, name, err)
 	}
-	if in.stack[0] != 0 {
-		p.discard(in)
-		return fmt.Errorf("guest could not decode the pod or a node (code %d); its instance was replaced", uint32(in.stack[0]))
-	}
-	// The guest may have grown its memory: take the view again.
-	if view, ok = in.mem.Read(in.batch, size); !ok {
-		p.discard(in)
-		return errors.New("guest batch area is outside memory")
-	}
-	for i := range nodes {
-		results[i] = binary.LittleEndian.Uint64(view[i*batchEntry+16:])
-	}
-	if finished {
-		p.put(in)
-	} else {
-		// It finished as the watchdog stopped it: the answers stand.
+	if !finished {
+		// It finished as the watchdog stopped it: the answer stands, the
+		// instance goes.
 		p.discard(in)
 	}
-	return nil
+	return in.stack[0], nil
 }
 
-// hostModules defines k8s.io/api and k8s.io/scheduler. The functions are
-// api.GoModuleFunc, not reflective Go funcs: a reflective call costs more
-// than the rest of a Filter call.
-func (p *Plugin) hostModules(ctx context.Context) error {
-	empty := &instance{call: &callCtx{}}
-	inst := func(ctx context.Context) *instance {
-		in, _ := ctx.Value(ctxKey{}).(*instance)
-		if in == nil {
-			return empty
-		}
-		return in
+// guestError is a failed guest call's error: "wasm: <export> error:", the
+// guest's output (a panic's message), then wazero's first line.
+func guestError(out, name string, err error) error {
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	out = strings.TrimSpace(out)
+	if strings.HasPrefix(out, "panic: ") {
+		// A Go panic: its message, not the goroutine dump (that goes to
+		// the log).
+		out, _, _ = strings.Cut(out, "\n\n")
 	}
-	// write answers a (buf, buf_limit) → len call with d: written when it
-	// fits, its length in any case.
-	write := func(m api.Module, stack []uint64, ptr, limit uint32, d []byte) {
-		if uint32(len(d)) <= limit {
-			m.Memory().Write(ptr, d)
-		}
-		stack[0] = api.EncodeU32(uint32(len(d)))
+	if len(out) > maxReason {
+		out = out[:maxReason] + "…"
 	}
-	i32 := api.ValueTypeI32
-	_, err := p.rt.NewHostModuleBuilder("k8s.io/api").
-		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
-		p.podFetches.Add(1)
-		write(m, stack, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), inst(ctx).call.pod)
-	}), []api.ValueType{i32, i32}, []api.ValueType{i32}).Export("pod").
-		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
-		p.nodeFetches.Add(1)
-		var d []byte
-		if n := inst(ctx).call.node; n != nil {
-			d = n.data
-		}
-		write(m, stack, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), d)
-	}), []api.ValueType{i32, i32}, []api.ValueType{i32}).Export("nodeInfo/node").
-		Instantiate(ctx)
-	if err != nil {
-		return err
+	if out != "" {
+		return fmt.Errorf("wasm: %s error: %s\n%s (its instance was replaced)", name, out, msg)
 	}
-	const maxReason = 1024
-	_, err = p.rt.NewHostModuleBuilder("k8s.io/scheduler").
-		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
-		ptr, size := api.DecodeU32(stack[0]), api.DecodeU32(stack[1])
-		if b, ok := m.Memory().Read(ptr, min(size, maxReason)); ok {
-			in := inst(ctx)
-			setReason(&in.call.reason, b, &in.lastReason)
-		}
-	}), []api.ValueType{i32, i32}, nil).Export("status_reason").
-		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
-		write(m, stack, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), p.config)
-	}), []api.ValueType{i32, i32}, []api.ValueType{i32}).Export("get_config").
-		Instantiate(ctx)
-	if err != nil {
-		return err
+	return fmt.Errorf("wasm: %s error: %s (its instance was replaced)", name, msg)
+}
+
+// maxLoggedOutput bounds the output of one call the log keeps.
+const maxLoggedOutput = 8 << 10
+
+// logOutput writes a guest's stdout and stderr of one call to the
+// scheduler's log.
+func (p *Plugin) logOutput(out string) {
+	out = strings.TrimRight(out, "\n")
+	if len(out) > maxLoggedOutput {
+		out = out[:maxLoggedOutput] + "…"
 	}
-	// jetplane: the batch calls' node and reason, by the entry's index
-	// (decision 0031).
-	_, err = p.rt.NewHostModuleBuilder("jetplane").
-		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
-		p.nodeFetches.Add(1)
-		var d []byte
-		if c, i := inst(ctx).call, api.DecodeU32(stack[0]); int(i) < len(c.nodes) {
-			d = c.nodes[i].data
-		}
-		write(m, stack, api.DecodeU32(stack[1]), api.DecodeU32(stack[2]), d)
-	}), []api.ValueType{i32, i32, i32}, []api.ValueType{i32}).Export("node_at").
-		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, stack []uint64) {
-		i, ptr, size := api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), api.DecodeU32(stack[2])
-		in := inst(ctx)
-		if int(i) >= len(in.call.reasons) {
-			return
-		}
-		if b, ok := m.Memory().Read(ptr, min(size, maxReason)); ok {
-			setReason(&in.call.reasons[i], b, &in.lastReason)
-		}
-	}), []api.ValueType{i32, i32, i32}, nil).Export("reason_at").
-		Instantiate(ctx)
-	return err
+	p.handle().Logger().Info("wasm guest output", "plugin", p.name, "output", out)
 }
 
 // encodeNode returns node's protobuf, encoded once per revision.
@@ -678,15 +788,14 @@ func (p *Plugin) encodeNode(n *scheduler.NodeInfo) (*encodedNode, error) {
 		// be cached by the guest either: use a fresh pseudo-revision.
 		rev = ^uint64(0) - p.seq.Add(1)
 	}
-	e = &encodedNode{rev: rev, slot: slot, data: data}
+	e = &encodedNode{name: name, rev: rev, slot: slot, data: data}
 	p.nodes[name] = e
 	return e, nil
 }
 
 const podKey = "wasm/pod"
 
-// podBytes is the cycle's pod in protobuf, encoded once per cycle (by
-// PreFilter, or on first use).
+// podBytes is the cycle's pod in protobuf, encoded once per cycle.
 func podBytes(state *scheduler.CycleState, pod *scheduler.PodInfo) ([]byte, error) {
 	if v, ok := state.Read(podKey); ok {
 		return v.([]byte), nil
@@ -699,204 +808,5 @@ func podBytes(state *scheduler.CycleState, pod *scheduler.PodInfo) ([]byte, erro
 	return data, nil
 }
 
-func (p *Plugin) preFilter(state *scheduler.CycleState, pod *scheduler.PodInfo) *scheduler.Status {
-	if _, err := podBytes(state, pod); err != nil {
-		return scheduler.AsStatus(err)
-	}
-	return nil
-}
-
-func (p *Plugin) filter(state *scheduler.CycleState, pod *scheduler.PodInfo, node *scheduler.NodeInfo) *scheduler.Status {
-	pb, err := podBytes(state, pod)
-	if err != nil {
-		return scheduler.AsStatus(err)
-	}
-	nb, err := p.encodeNode(node)
-	if err != nil {
-		return scheduler.AsStatus(err)
-	}
-	in, err := p.get()
-	if err != nil {
-		return scheduler.AsStatus(fmt.Errorf("wasm plugin %s: filter: new instance: %w", p.name, err))
-	}
-	res, reason, err := p.invoke(in.filter, in, state.Cycle, pb, nb)
-	if err != nil {
-		return scheduler.AsStatus(fmt.Errorf("wasm plugin %s: filter: %w", p.name, err))
-	}
-	return status(uint32(res), reason)
-}
-
-func (p *Plugin) score(state *scheduler.CycleState, pod *scheduler.PodInfo, node *scheduler.NodeInfo) (int64, *scheduler.Status) {
-	pb, err := podBytes(state, pod)
-	if err != nil {
-		return 0, scheduler.AsStatus(err)
-	}
-	nb, err := p.encodeNode(node)
-	if err != nil {
-		return 0, scheduler.AsStatus(err)
-	}
-	in, err := p.get()
-	if err != nil {
-		return 0, scheduler.AsStatus(fmt.Errorf("wasm plugin %s: score: new instance: %w", p.name, err))
-	}
-	res, reason, err := p.invoke(in.score, in, state.Cycle, pb, nb)
-	if err != nil {
-		return 0, scheduler.AsStatus(fmt.Errorf("wasm plugin %s: score: %w", p.name, err))
-	}
-	return int64(uint32(res >> 32)), status(uint32(res), reason)
-}
-
-// encodeNodes encodes (once per revision) the nodes of a batch.
-func (p *Plugin) encodeNodes(nodes []*scheduler.NodeInfo) ([]*encodedNode, error) {
-	out := make([]*encodedNode, len(nodes))
-	for i, n := range nodes {
-		e, err := p.encodeNode(n)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = e
-	}
-	return out, nil
-}
-
-// filterNodes judges nodes in batch calls when the guest has them, else
-// one call per node.
-func (p *Plugin) filterNodes(state *scheduler.CycleState, pod *scheduler.PodInfo, nodes []*scheduler.NodeInfo, out []*scheduler.Status) {
-	if !p.filtBatch {
-		for i, n := range nodes {
-			out[i] = p.filter(state, pod, n)
-		}
-		return
-	}
-	fail := func(err error) {
-		st := scheduler.AsStatus(fmt.Errorf("wasm plugin %s: filter: %w", p.name, err))
-		for i := range out {
-			out[i] = st
-		}
-	}
-	pb, err := podBytes(state, pod)
-	if err != nil {
-		fail(err)
-		return
-	}
-	enc, err := p.encodeNodes(nodes)
-	if err != nil {
-		fail(err)
-		return
-	}
-	results := make([]uint64, len(nodes))
-	reasons := make([]string, len(nodes))
-	if err := p.invokeBatch(func(in *instance) api.Function { return in.filterNodes }, state.Cycle, pb, enc, results, reasons); err != nil {
-		fail(err)
-		return
-	}
-	for i := range out {
-		out[i] = status(uint32(results[i]), reasons[i])
-	}
-}
-
-// scoreNodes scores nodes in batch calls when the guest has them, else
-// one call per node.
-func (p *Plugin) scoreNodes(state *scheduler.CycleState, pod *scheduler.PodInfo, nodes []*scheduler.NodeInfo, scores []int64) *scheduler.Status {
-	if !p.scoreBatch {
-		for i, n := range nodes {
-			s, st := p.score(state, pod, n)
-			if !st.IsSuccess() {
-				return st
-			}
-			scores[i] = s
-		}
-		return nil
-	}
-	pb, err := podBytes(state, pod)
-	if err != nil {
-		return scheduler.AsStatus(err)
-	}
-	enc, err := p.encodeNodes(nodes)
-	if err != nil {
-		return scheduler.AsStatus(err)
-	}
-	results := make([]uint64, len(nodes))
-	reasons := make([]string, len(nodes))
-	if err := p.invokeBatch(func(in *instance) api.Function { return in.scoreNodes }, state.Cycle, pb, enc, results, reasons); err != nil {
-		return scheduler.AsStatus(fmt.Errorf("wasm plugin %s: score: %w", p.name, err))
-	}
-	for i, r := range results {
-		if st := status(uint32(r), reasons[i]); !st.IsSuccess() {
-			return st
-		}
-		scores[i] = int64(uint32(r >> 32))
-	}
-	return nil
-}
-
-// status maps the ABI's codes (Kubernetes' numbering) to the framework's.
-func status(code uint32, reason string) *scheduler.Status {
-	var reasons []string
-	if reason != "" {
-		reasons = []string{reason}
-	}
-	switch code {
-	case 0:
-		return nil
-	case 1:
-		return scheduler.NewStatus(scheduler.Error, reasons...)
-	case 2:
-		return scheduler.NewStatus(scheduler.Unschedulable, reasons...)
-	case 3:
-		return scheduler.NewStatus(scheduler.UnschedulableAndUnresolvable, reasons...)
-	case 5:
-		return scheduler.NewStatus(scheduler.Skip)
-	}
-	return scheduler.NewStatus(scheduler.Error, fmt.Sprintf("guest returned unknown status code %d", code))
-}
-
-// The plugin's shapes, by what the guest exports.
-type (
-	filterOnly  struct{ *Plugin }
-	scoreOnly   struct{ *Plugin }
-	filterScore struct{ *Plugin }
-)
-
-func (f filterOnly) PreFilter(_ context.Context, s *scheduler.CycleState, pod *scheduler.PodInfo) *scheduler.Status {
-	return f.preFilter(s, pod)
-}
-func (f filterOnly) Filter(_ context.Context, s *scheduler.CycleState, pod *scheduler.PodInfo, n *scheduler.NodeInfo) *scheduler.Status {
-	return f.filter(s, pod, n)
-}
-func (f scoreOnly) Score(_ context.Context, s *scheduler.CycleState, pod *scheduler.PodInfo, n *scheduler.NodeInfo) (int64, *scheduler.Status) {
-	return f.score(s, pod, n)
-}
-func (f filterScore) PreFilter(_ context.Context, s *scheduler.CycleState, pod *scheduler.PodInfo) *scheduler.Status {
-	return f.preFilter(s, pod)
-}
-func (f filterScore) Filter(_ context.Context, s *scheduler.CycleState, pod *scheduler.PodInfo, n *scheduler.NodeInfo) *scheduler.Status {
-	return f.filter(s, pod, n)
-}
-func (f filterScore) Score(_ context.Context, s *scheduler.CycleState, pod *scheduler.PodInfo, n *scheduler.NodeInfo) (int64, *scheduler.Status) {
-	return f.score(s, pod, n)
-}
-func (f filterOnly) FilterNodes(_ context.Context, s *scheduler.CycleState, pod *scheduler.PodInfo, nodes []*scheduler.NodeInfo, out []*scheduler.Status) {
-	f.filterNodes(s, pod, nodes, out)
-}
-func (f filterScore) FilterNodes(_ context.Context, s *scheduler.CycleState, pod *scheduler.PodInfo, nodes []*scheduler.NodeInfo, out []*scheduler.Status) {
-	f.filterNodes(s, pod, nodes, out)
-}
-func (f scoreOnly) ScoreNodes(_ context.Context, s *scheduler.CycleState, pod *scheduler.PodInfo, nodes []*scheduler.NodeInfo, scores []int64) *scheduler.Status {
-	return f.scoreNodes(s, pod, nodes, scores)
-}
-func (f filterScore) ScoreNodes(_ context.Context, s *scheduler.CycleState, pod *scheduler.PodInfo, nodes []*scheduler.NodeInfo, scores []int64) *scheduler.Status {
-	return f.scoreNodes(s, pod, nodes, scores)
-}
-
 // Closer is implemented by every plugin Load returns.
 type Closer interface{ Close() error }
-
-var (
-	_ scheduler.BatchFilterPlugin = filterOnly{}
-	_ scheduler.BatchFilterPlugin = filterScore{}
-	_ scheduler.BatchScorePlugin  = scoreOnly{}
-	_ scheduler.BatchScorePlugin  = filterScore{}
-	_ Closer                      = filterScore{}
-	_                             = v1.Node{}
-)

@@ -155,7 +155,7 @@ func TestNativeAndWasmPlaceIdentically(t *testing.T) {
 // node (a call per node) and with two (a batch call).
 func TestFaultyGuestsFailCleanly(t *testing.T) {
 	for _, tc := range []struct{ guest, want string }{
-		{"trap", "guest failed"},
+		{"trap", "panic: assignment to entry in nil map"},
 		{"loop", "past its 200ms budget"},
 		{"hog", "its instance was replaced"}, // out of memory, or past the budget on a slow machine
 	} {
@@ -189,7 +189,7 @@ func TestFaultyGuestsFailCleanly(t *testing.T) {
 // cycle, a node once per revision.
 func TestGuestDecodesOncePerCycleAndRevision(t *testing.T) {
 	pl := loadGuest(t, "labelfilter")
-	p := pl.(filterOnly).Plugin
+	p := pl.(*Plugin)
 	prof := &scheduler.Profile{Name: "one", Parallelism: 1}
 	prof.AddPlugin(pl, 1)
 	var nodes []*scheduler.NodeInfo
@@ -268,7 +268,7 @@ func TestReadmeConfig(t *testing.T) {
 // the node on every call.
 func TestExtensionShapedGuest(t *testing.T) {
 	pl := loadGuest(t, "plain")
-	p := pl.(filterOnly).Plugin
+	p := pl.(*Plugin)
 	if p.hasArea || p.filtBatch {
 		t.Fatalf("plain guest: area %v, batch %v", p.hasArea, p.filtBatch)
 	}

@@ -69,6 +69,7 @@ var Builtin = []Info{
 	// jetplane's own kinds.
 	{Kind: "Apply", Plural: "applies", Namespaced: true},
 	{Kind: "HelmRelease", Plural: "helmreleases", Short: []string{"hr"}, Namespaced: true},
+	{Kind: "Subscription", Plural: "subscriptions", Short: []string{"sub"}, Namespaced: true},
 }
 
 var (
@@ -128,6 +129,17 @@ func orList(s []string) string {
 //     matches nothing; a capitalised Kind name close to nothing known
 //     ("Probe") is taken as written: a kind no object has yet.
 func Resolve(name string, seen []string) (string, error) {
+	return ResolveDefined(name, seen, nil)
+}
+
+// ResolveDefined is Resolve that also knows the kinds defined by
+// CustomResourceDefinitions in effect (defined), by their plural and short
+// names, before any object of them exists.
+func ResolveDefined(name string, seen []string, defined []Info) (string, error) {
+	table := Builtin
+	if len(defined) > 0 {
+		table = append(slices.Clip(defined), Builtin...)
+	}
 	if name == "" {
 		return "", &UnknownError{Name: name}
 	}
@@ -149,7 +161,7 @@ func Resolve(name string, seen []string) (string, error) {
 		}
 	}
 	if kind == "" {
-		for _, in := range Builtin {
+		for _, in := range table {
 			if in.matches(lw) {
 				kind = in.Kind
 				break
@@ -157,7 +169,7 @@ func Resolve(name string, seen []string) (string, error) {
 		}
 	}
 	if kind == "" {
-		sugg := suggest(lw, catalogue(seen))
+		sugg := suggest(lw, catalogue(seen, table))
 		if len(sugg) == 0 && isKindName(word) {
 			// A Kind spelled as manifests spell kinds, close to nothing
 			// known: a kind no object has yet (a list of it is empty),
@@ -190,7 +202,7 @@ func Resolve(name string, seen []string) (string, error) {
 	case 1:
 		return groups[0], nil
 	case 0:
-		for _, in := range Builtin {
+		for _, in := range table {
 			if in.Kind == kind {
 				return in.Key(), nil
 			}
@@ -203,14 +215,16 @@ func Resolve(name string, seen []string) (string, error) {
 
 // Lookup returns what is known of kind (as keys hold it): its built-in
 // entry, or one derived from its name.
-func Lookup(kind string) Info {
+func Lookup(kind string) Info { return lookup(kind, Builtin) }
+
+func lookup(kind string, table []Info) Info {
 	k, g, _ := strings.Cut(kind, ".")
-	for _, in := range Builtin {
+	for _, in := range table {
 		if in.Kind == k && in.Group == g {
 			return in
 		}
 	}
-	for _, in := range Builtin {
+	for _, in := range table {
 		if in.Kind == k {
 			in.Group = g
 			return in
@@ -221,8 +235,16 @@ func Lookup(kind string) Info {
 
 // Catalogue lists every kind: the built-in ones and those seen, each once,
 // ordered by kind then group.
-func Catalogue(seen []string) []Info {
-	out := catalogue(seen)
+func Catalogue(seen []string) []Info { return CatalogueDefined(seen, nil) }
+
+// CatalogueDefined is Catalogue with the kinds defined by
+// CustomResourceDefinitions in effect.
+func CatalogueDefined(seen []string, defined []Info) []Info {
+	table := Builtin
+	if len(defined) > 0 {
+		table = append(slices.Clip(defined), Builtin...)
+	}
+	out := catalogue(seen, table)
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Kind != out[j].Kind {
 			return out[i].Kind < out[j].Kind
@@ -234,7 +256,7 @@ func Catalogue(seen []string) []Info {
 
 // catalogue is the seen kinds first (their spelling wins), then the
 // built-in ones not seen.
-func catalogue(seen []string) []Info {
+func catalogue(seen []string, table []Info) []Info {
 	var out []Info
 	have := map[string]bool{}
 	for _, s := range seen {
@@ -242,9 +264,9 @@ func catalogue(seen []string) []Info {
 			continue
 		}
 		have[s] = true
-		out = append(out, Lookup(s))
+		out = append(out, lookup(s, table))
 	}
-	for _, in := range Builtin {
+	for _, in := range table {
 		if !have[in.Key()] {
 			have[in.Key()] = true
 			out = append(out, in)

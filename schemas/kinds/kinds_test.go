@@ -120,3 +120,20 @@ func TestDistance(t *testing.T) {
 		}
 	}
 }
+
+// Kinds defined by CustomResourceDefinitions resolve by their plural and
+// short names before any object of them exists.
+func TestResolveDefined(t *testing.T) {
+	defined := []Info{{Kind: "Widget", Group: "example.com", Plural: "widgets", Short: []string{"wd"}, Namespaced: true}}
+	for _, name := range []string{"wd", "widgets", "Widget", "widget", "Widget.example.com"} {
+		if got, err := ResolveDefined(name, nil, defined); err != nil || got != "Widget.example.com" {
+			t.Errorf("ResolveDefined(%q) = %q, %v", name, got, err)
+		}
+	}
+	if _, err := ResolveDefined("widgest", nil, defined); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "Widget.example.com") {
+		t.Errorf("a typo of a defined kind: %v", err)
+	}
+	if !slices.ContainsFunc(CatalogueDefined(nil, defined), func(in Info) bool { return in.Key() == "Widget.example.com" && in.Short[0] == "wd" }) {
+		t.Error("catalogue lacks the defined kind")
+	}
+}

@@ -285,6 +285,12 @@ func (c *converter) scalar(n *yaml.Node, path string) (any, *Error) {
 				return nil, err
 			}
 		}
+		// A plain number the resolver could not parse (1e400 overflows a
+		// float64) falls back to a string; stored so, replicas: 1e400
+		// would become "1e400". Only quoting makes it a string.
+		if tag == "!!str" && n.Style == 0 && numberText.MatchString(n.Value) {
+			return nil, &Error{Field: path, Reason: fmt.Sprintf("number %s is out of range (at most about ±1.8e308); quote it to keep it as a string", quoteValue(n.Value))}
+		}
 		return n.Value, nil
 	case "!!null":
 		return nil, nil
@@ -381,6 +387,9 @@ func (c *converter) countBytes(path string, n int) *Error {
 	}
 	return nil
 }
+
+// numberText matches what YAML 1.2's core schema reads as a decimal number.
+var numberText = regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`)
 
 // integerText reports whether s is written as a decimal integer.
 func integerText(s string) bool {

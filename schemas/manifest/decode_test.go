@@ -34,8 +34,10 @@ func withMeta(o *schemas.Object, edit func(*schemas.ObjectMeta)) *schemas.Object
 	return o
 }
 
+// deploymentYAML is a kind defined by a CustomResourceDefinition, whose
+// spec the decoder takes as written (the gate checks it against its schema).
 const deploymentYAML = `# a comment before anything
-apiVersion: apps/v1
+apiVersion: example.com/v1
 kind: Deployment
 metadata:
   name: web
@@ -75,7 +77,7 @@ status:
 `
 
 func TestDecodeValid(t *testing.T) {
-	web := withMeta(object("apps/v1", "Deployment", "shop", "web", map[string]any{
+	web := withMeta(object("example.com/v1", "Deployment", "shop", "web", map[string]any{
 		"replicas": 3,
 		"paused":   false,
 		"ratio":    0.5,
@@ -115,8 +117,8 @@ func TestDecodeValid(t *testing.T) {
 		},
 		{
 			name:  "JSON object indented with tabs",
-			input: "{\n\t\"apiVersion\": \"v1\",\n\t\"kind\": \"Service\",\n\t\"metadata\": {\"name\": \"a\"},\n\t\"spec\": {\"port\": 80}\n}\n",
-			want:  []*schemas.Object{object("v1", "Service", "", "a", map[string]any{"port": 80})},
+			input: "{\n\t\"apiVersion\": \"v1\",\n\t\"kind\": \"Service\",\n\t\"metadata\": {\"name\": \"a\"},\n\t\"spec\": {\"ports\": [{\"port\": 80}]}\n}\n",
+			want:  []*schemas.Object{object("v1", "Service", "", "a", map[string]any{"ports": []any{map[string]any{"port": 80}}})},
 		},
 		{
 			// The second element hides brackets, a comma and an escaped
@@ -151,8 +153,8 @@ items:
 		},
 		{
 			name: "anchors, aliases and merge keys",
-			input: `apiVersion: v1
-kind: Service
+			input: `apiVersion: example.com/v1
+kind: Widget
 metadata: {name: a}
 spec:
   base: &base {port: 80, protocol: TCP}
@@ -161,7 +163,7 @@ spec:
     port: 8080
   copy: *base
 `,
-			want: []*schemas.Object{object("v1", "Service", "", "a", map[string]any{
+			want: []*schemas.Object{object("example.com/v1", "Widget", "", "a", map[string]any{
 				"base": map[string]any{"port": 80, "protocol": "TCP"},
 				"http": map[string]any{"port": 8080, "protocol": "TCP"},
 				"copy": map[string]any{"port": 80, "protocol": "TCP"},

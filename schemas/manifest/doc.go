@@ -15,10 +15,13 @@
 //
 // It must not do I/O to the log or know about current state. Decode is a pure
 // function of its input, so the gate, the CLI and tests get the same answer.
-// What needs state stays with the gate: whether a referenced object exists,
-// dependency cycles across applies (the gate runs FindCycle over the current
-// graph plus the new objects), and per-kind spec validation, which belongs to
-// each kind's reconciler.
+// The content of built-in Kubernetes kinds is decoded strictly into their
+// k8s.io/api types (package builtin), and Pod and Node specs are held to
+// jetplane's rules (package podspec). What needs state stays with the gate:
+// whether a referenced object exists, dependency cycles across applies (the
+// gate runs FindCycle over the current graph plus the new objects), and
+// whether a kind is defined and what its CustomResourceDefinition allows
+// (package crd).
 //
 // Documents are numbered from 1 in input order: by position in a YAML stream,
 // where empty documents between "---" lines count but blank or comment-only

@@ -18,7 +18,7 @@ func withMetadata(lines string) string {
 }
 
 func withSpec(lines string) string {
-	return "apiVersion: v1\nkind: Service\nmetadata:\n  name: a\nspec:\n" + lines
+	return "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: a\nspec:\n" + lines
 }
 
 // billionLaughs is the classic alias bomb: nine levels of nine aliases,

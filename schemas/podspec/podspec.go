@@ -7,8 +7,6 @@
 package podspec
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"path"
 	"path/filepath"
@@ -18,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	sigsjson "sigs.k8s.io/json"
 )
 
 // Kinds, as keys name them.
@@ -40,21 +39,24 @@ func fieldErr(field, format string, args ...any) *FieldError {
 
 var labelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
-// unknownFieldRE pulls the field name out of encoding/json's message.
-var unknownFieldRE = regexp.MustCompile(`unknown field "([^"]+)"`)
+// unknownFieldRE pulls the field's path out of sigs.k8s.io/json's message.
+var unknownFieldRE = regexp.MustCompile(`^unknown field "([^"]+)"`)
 
-// strict decodes spec into out, refusing fields the type does not have.
+// strict decodes spec into out, refusing fields the type does not have at
+// their full path (spec.containers[0].comand), as kube-apiserver does.
 func strict(spec *structpb.Struct, out any) error {
 	raw, err := spec.MarshalJSON()
 	if err != nil {
 		return fieldErr("spec", "%v", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(out); err != nil {
-		if m := unknownFieldRE.FindStringSubmatch(err.Error()); m != nil {
+	strictErrs, err := sigsjson.UnmarshalStrict(raw, out)
+	for _, se := range strictErrs {
+		if m := unknownFieldRE.FindStringSubmatch(se.Error()); m != nil {
 			return fieldErr("spec."+m[1], "unknown field; see the Kubernetes v1 schema")
 		}
+		return fieldErr("spec", "%v", se)
+	}
+	if err != nil {
 		return fieldErr("spec", "%v", err)
 	}
 	return nil

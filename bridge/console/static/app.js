@@ -37,14 +37,44 @@ function banner(msg) {
   b.hidden = !msg;
 }
 
+// NEED_TOKEN is what the console says without a (valid) token. The
+// server's own 401 text is written for command lines (--token); the
+// console has its box instead.
+const NEED_TOKEN = "This console needs an API token: paste one in the box at the top right. Whoever runs this jetplane server can give you one.";
+
+// apiError is an error of the API with its HTTP status; the console's
+// own wording replaces the server's for a missing token.
+function apiError(status, body, statusText) {
+  const e = new Error(status === 401 ? NEED_TOKEN : (body.error || status + " " + statusText));
+  e.status = status;
+  // A token confined to namespaces, asked about every namespace, gets
+  // its namespaces to pick from.
+  const m = status === 403 && /is confined to namespaces ([^;]+);/.exec(body.error || "");
+  if (m) e.namespaces = m[1].split(",").map((x) => x.trim()).filter(Boolean);
+  if (status === 401) banner(NEED_TOKEN);
+  return e;
+}
+
 async function api(path, params, signal) {
   const u = new URL(path, location.origin);
   for (const [k, v] of Object.entries(params || {})) if (v !== "" && v !== undefined && v !== null) u.searchParams.set(k, v);
   const r = await fetch(u, { headers: headers(), signal });
   const body = await r.json().catch(() => ({}));
-  if (r.status === 401) banner("The API wants a token: enter it above.");
-  if (!r.ok) throw new Error(body.error || r.status + " " + r.statusText);
+  if (!r.ok) throw apiError(r.status, body, r.statusText);
   return body;
+}
+
+// namespacePicker offers a confined token's namespaces: picking one shows
+// the page for it.
+function namespacePicker(e, route, params) {
+  const pick = (ns) => {
+    const p = new URLSearchParams(params);
+    p.set("namespace", ns);
+    location.hash = route + "?" + p;
+  };
+  return el("div", { id: "ns-picker", class: "picker" },
+    el("p", { text: `This token sees only ${e.namespaces.length === 1 ? "namespace" : "namespaces"} ${e.namespaces.join(", ")}: pick one.` }),
+    el("div", {}, e.namespaces.map((ns) => el("button", { type: "button", "data-ns": ns, onclick: () => pick(ns), text: ns }))));
 }
 
 // watch reads the server-sent events of /v1/watch through fetch (so the
@@ -59,7 +89,13 @@ async function watch(params, onEvent, onState, signal) {
       const r = await fetch(u, { headers: headers(), signal });
       if (!r.ok) {
         const body = await r.json().catch(() => ({}));
-        throw new Error(body.error || r.statusText);
+        const e = apiError(r.status, body, r.statusText);
+        if (r.status === 401 || r.status === 403) {
+          // Retrying cannot help: a token, or another namespace, can.
+          onState(false, from, e);
+          return;
+        }
+        throw e;
       }
       onState(true, from);
       const reader = r.body.getReader();
@@ -101,15 +137,83 @@ function objectHref(k) {
   if (k.namespace) p.set("namespace", k.namespace);
   return "#/object?" + p;
 }
+// NOT_READY_PHASES are phases in which nothing is ready, whatever a
+// Ready condition left over says (a pod waiting for its scheduler is
+// Pending).
+const NOT_READY_PHASES = new Set(["Pending", "Waiting", "Registered", "ImagePull", "ImagePullBackoff", "Starting", "Failed", "Error", "Finalizing", "Terminated", "CrashLoopBackoff", "NotReady"]);
 function ready(st) {
-  const c = ((st || {}).conditions || []).find((c) => c.type === "Ready");
-  return c ? c.status : "-";
+  st = st || {};
+  const c = (st.conditions || []).find((c) => c.type === "Ready");
+  if (!c) return "-";
+  return c.status === "True" && NOT_READY_PHASES.has(st.phase) ? "False" : c.status;
+}
+// age is how long ago an RFC 3339 time was, as kubectl prints it.
+function age(t) {
+  const ms = Date.now() - Date.parse(t);
+  if (!t || isNaN(ms)) return "-";
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 120) return s + "s";
+  if (s < 7200) return Math.floor(s / 60) + "m";
+  if (s < 172800) return Math.floor(s / 3600) + "h";
+  return Math.floor(s / 86400) + "d";
+}
+
+// toYAML writes a JSON value as YAML, the way manifests are written.
+function yamlScalar(v) {
+  if (v === null || v === undefined) return "null";
+  if (typeof v !== "string") return String(v);
+  if (v === "" || /^[\s\-?:,\[\]{}#&*!|>'"%@`]|[\s:]$|: | #|\n/.test(v) || /^(true|false|null|yes|no|on|off|y|n|~|[-+]?(\d[\d_]*)?\.?\d+([eE][-+]?\d+)?|0x[0-9a-fA-F]+)$/i.test(v)) return JSON.stringify(v);
+  return v;
+}
+function yamlLines(v, ind) {
+  const block = (x) => x !== null && typeof x === "object" && Object.keys(x).length > 0;
+  const out = [];
+  if (Array.isArray(v)) {
+    for (const x of v) {
+      if (block(x) && !Array.isArray(x)) {
+        const sub = yamlLines(x, ind + "  ");
+        out.push(ind + "- " + sub[0].slice(ind.length + 2), ...sub.slice(1));
+      } else if (block(x)) out.push(ind + "-", ...yamlLines(x, ind + "  "));
+      else out.push(ind + "- " + (Array.isArray(x) ? "[]" : x !== null && typeof x === "object" ? "{}" : yamlScalar(x)));
+    }
+    return out;
+  }
+  for (const [k, x] of Object.entries(v)) {
+    if (x === undefined) continue; // as JSON leaves it out
+    if (block(x)) out.push(ind + yamlScalar(k) + ":", ...yamlLines(x, Array.isArray(x) ? ind : ind + "  "));
+    else out.push(ind + yamlScalar(k) + ": " + (Array.isArray(x) ? "[]" : x !== null && typeof x === "object" ? "{}" : yamlScalar(x)));
+  }
+  return out;
+}
+function toYAML(v) {
+  if (v === undefined || v === null) return "";
+  if (typeof v !== "object") return yamlScalar(v);
+  return yamlLines(v, "").join("\n");
+}
+
+// changedPaths are the paths of the fields that differ between a and b.
+function changedPaths(a, b, path, out) {
+  out = out || [];
+  const obj = (x) => x !== null && typeof x === "object" && !Array.isArray(x);
+  if (obj(a) && obj(b)) {
+    for (const k of [...new Set([...Object.keys(a), ...Object.keys(b)])].sort()) changedPaths(a[k], b[k], path ? path + "." + k : k, out);
+  } else if (Array.isArray(a) && Array.isArray(b) && a.length === b.length) {
+    a.forEach((x, i) => changedPaths(x, b[i], `${path}[${i}]`, out));
+  } else if (JSON.stringify(a) !== JSON.stringify(b)) out.push(path);
+  return out;
+}
+
+// folded shows a long text's first lines and the rest behind a toggle.
+function folded(lines, keep, make) {
+  if (lines.length <= keep + 5) return lines.map(make);
+  return [...lines.slice(0, keep).map(make),
+    el("details", { class: "fold" }, el("summary", { text: `${lines.length - keep} more lines` }), lines.slice(keep).map(make))];
 }
 function pill(v) { return el("span", { class: "pill " + v, text: v }); }
 function shortJSON(v) {
   if (v === undefined) return "";
   const s = JSON.stringify(v);
-  return s.length > 120 ? s.slice(0, 117) + "…" : s;
+  return s.length > 80 ? s.slice(0, 77) + "…" : s;
 }
 
 // objectRow is one object as the tables show it.
@@ -121,12 +225,14 @@ function objectRow(o) {
     el("td", {}, el("a", { href: objectHref(k), class: "obj-link", text: k.name })),
     el("td", { text: st.goal || "-" }),
     el("td", { text: st.phase || "-" }),
-    el("td", {}, pill(ready(st))),
+    el("td", { class: "ready" }, pill(ready(st))),
     el("td", { class: "gen", text: (m.generation || "0") }),
     el("td", { class: "rv", text: m.resourceVersion || "" }),
+    el("td", { class: "age", title: m.creationTime || "", text: age(m.creationTime) }),
+    el("td", { class: "message", title: st.message || "", text: st.message || "" }),
     el("td", { class: "spec", text: shortJSON(o.spec) }));
 }
-const objectHead = () => el("thead", {}, el("tr", {}, ["NAMESPACE", "KIND", "NAME", "GOAL", "PHASE", "READY", "GEN", "RV", "SPEC"].map((h) => el("th", { text: h }))));
+const objectHead = () => el("thead", {}, el("tr", {}, ["NAMESPACE", "KIND", "NAME", "GOAL", "PHASE", "READY", "GEN", "RV", "AGE", "MESSAGE", "SPEC"].map((h) => el("th", { text: h }))));
 
 async function kindOptions(select, chosen, signal) {
   select.append(el("option", { value: "", text: "all kinds" }));
@@ -164,9 +270,12 @@ async function objectsPage(main, params, signal) {
   const f = filtersFrom(params);
   const status = el("span", { class: "live", id: "live", text: "connecting…" });
   const body = el("tbody", { id: "objects" });
-  const empty = el("p", { class: "muted", id: "empty", text: "No objects." });
-  main.append(el("h1", {}, "Objects ", status), filterBar("#/", f, signal), el("table", { id: "objects-table" }, objectHead(), body), empty);
+  const empty = el("p", { class: "muted", id: "empty", text: "No objects.", hidden: true });
+  const problem = el("div", { id: "problem" });
+  const table = el("table", { id: "objects-table" }, objectHead(), body);
+  main.append(el("h1", {}, "Objects ", status), filterBar("#/", f, signal), problem, table, empty);
   const rows = new Map();
+  let listed = false;
   watch(f, (ev) => {
     const key = keyString(ev.key);
     const old = rows.get(key);
@@ -182,10 +291,25 @@ async function objectsPage(main, params, signal) {
       }
       rows.set(key, row);
     }
-    empty.hidden = rows.size > 0;
+    empty.hidden = !listed || rows.size > 0;
   }, (up, rv, err) => {
-    status.textContent = up ? `live · resourceVersion ${rv || "-"}` : `reconnecting: ${err ? err.message : ""}`;
+    if (up) {
+      // The watch starts with the current objects; "No objects." only
+      // once it has had a moment to send them.
+      problem.replaceChildren();
+      table.hidden = false;
+      if (!listed) setTimeout(() => { listed = true; empty.hidden = rows.size > 0; }, 300);
+    }
+    status.textContent = up ? `live · resourceVersion ${rv || "-"}` : err && err.status === 401 ? "needs a token" : `reconnecting: ${err ? err.message : ""}`;
     status.className = up ? "live" : "live down";
+    if (!up && err && (err.status === 401 || err.status === 403)) {
+      status.textContent = err.status === 401 ? "needs a token" : "not allowed";
+      empty.hidden = true;
+      table.hidden = true;
+      // Without a token the banner says what to do; the page repeats
+      // nothing.
+      problem.replaceChildren(err.namespaces ? namespacePicker(err, "#/", params) : err.status === 401 ? "" : el("p", { class: "error", text: err.message }));
+    }
   }, signal);
 }
 
@@ -201,7 +325,7 @@ function replay(events) {
     const meta = (m) => {
       const r = {};
       for (const f of ["labels", "annotations", "dependsOn", "group"]) if (m && m[f] !== undefined) r[f] = m[f];
-      return r;
+      return Object.keys(r).length ? r : undefined;
     };
     switch (ev.type) {
       case "EVENT_TYPE_APPLIED": next = { metadata: meta(o.metadata), spec: o.spec, status: { ...(prev && prev.status), goal: "exists" } }; break;
@@ -217,7 +341,7 @@ function replay(events) {
   return out;
 }
 
-function pretty(v) { return v ? JSON.stringify(v, null, 2) : ""; }
+function pretty(v) { return v ? toYAML(v) : ""; }
 
 // lineDiff is a longest-common-subsequence diff of two texts' lines.
 function lineDiff(a, b) {
@@ -234,15 +358,28 @@ function lineDiff(a, b) {
   }
   while (i < n) out.push(["-", x[i++]]);
   while (j < m) out.push(["+", y[j++]]);
-  // Keep changes with two lines of context.
+  // Keep changes with two lines of context; a gap is one "⋯" line.
   const keep = out.map((_, idx) => out.slice(Math.max(0, idx - 2), idx + 3).some((o) => o[0] !== " "));
-  return out.filter((_, idx) => keep[idx]);
+  const shown = [];
+  out.forEach((o, idx) => {
+    if (keep[idx]) shown.push(o);
+    else if (shown.length && shown[shown.length - 1][0] !== "⋯") shown.push(["⋯", ""]);
+  });
+  if (shown.length && shown[shown.length - 1][0] === "⋯") shown.pop();
+  return shown;
 }
 
+// diffView is an event's change: the fields it changed, their diff in
+// YAML (long ones folded), and the whole state after it behind a toggle.
 function diffView(before, after) {
   const lines = lineDiff(pretty(before), pretty(after));
   if (!lines.length) return el("div", { class: "muted", text: "no change to metadata, spec or status" });
-  return el("pre", { class: "diff" }, lines.map(([op, l]) => el("span", { class: op === "+" ? "add" : op === "-" ? "del" : "ctx", text: op + " " + l })));
+  const paths = changedPaths(before || {}, after || {}, "");
+  const line = ([op, l]) => el("span", { class: op === "+" ? "add" : op === "-" ? "del" : op === "⋯" ? "gap" : "ctx", text: op === "⋯" ? "⋯" : op + " " + l });
+  return el("div", { class: "change" },
+    el("div", { class: "ev-changed", text: (before ? "changed: " : "set: ") + (paths.length > 8 ? paths.slice(0, 8).join(", ") + ` and ${paths.length - 8} more` : paths.join(", ")) }),
+    el("pre", { class: "diff" }, folded(lines, 24, line)),
+    after ? el("details", { class: "ev-state" }, el("summary", { text: "whole state after this event" }), el("pre", { text: pretty(after) })) : null);
 }
 
 function typeName(t) {
@@ -255,8 +392,8 @@ function graph(self, deps, dependents) {
   const rowH = 30, w = 900, rows = Math.max(deps.length, dependents.length, 1), h = rows * rowH + 30;
   const cy = h / 2;
   const svg = el("svg", { svg: true, class: "graph", viewBox: `0 0 ${w} ${h}`, height: h, id: "graph" });
-  svg.append(el("defs", { svg: true }, el("marker", { svg: true, id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 6, markerHeight: 6, orient: "auto-start-reverse" },
-    el("path", { svg: true, d: "M 0 0 L 10 5 L 0 10 z", fill: "#8a93a8" }))));
+  svg.append(el("defs", { svg: true }, el("marker", { svg: true, id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 8, markerHeight: 8, orient: "auto-start-reverse" },
+    el("path", { svg: true, d: "M 0 0 L 10 5 L 0 10 z", fill: "#2456c7" }))));
   const node = (x, y, k, label, cls) => {
     const t = el("text", { svg: true, x, y: y + 4, "text-anchor": "middle", class: cls, text: label });
     return k ? el("a", { svg: true, href: objectHref(k) }, t) : t;
@@ -265,12 +402,12 @@ function graph(self, deps, dependents) {
   svg.append(node(w / 2, cy, null, keyString(self), "self"));
   deps.forEach((d, i) => {
     const y = 15 + i * rowH + rowH / 2;
-    svg.append(el("line", { svg: true, x1: w / 2 - 150, y1: cy, x2: 310, y2: y, stroke: "#8a93a8", "marker-end": "url(#arrow)" }));
+    svg.append(el("line", { svg: true, class: "edge", x1: w / 2 - 150, y1: cy, x2: 310, y2: y, stroke: "#2456c7", "stroke-width": 2, "marker-end": "url(#arrow)" }));
     svg.append(node(160, y, d.key, `${keyString(d.key)} · ${d.ready}`, "dep"));
   });
   dependents.forEach((k, i) => {
     const y = 15 + i * rowH + rowH / 2;
-    svg.append(el("line", { svg: true, x1: w - 310, y1: y, x2: w / 2 + 150, y2: cy, stroke: "#8a93a8", "marker-end": "url(#arrow)" }));
+    svg.append(el("line", { svg: true, class: "edge", x1: w - 310, y1: y, x2: w / 2 + 150, y2: cy, stroke: "#2456c7", "stroke-width": 2, "marker-end": "url(#arrow)" }));
     svg.append(node(w - 160, y, k, keyString(k), "dependent"));
   });
   return svg;
@@ -297,14 +434,15 @@ async function objectPage(main, params, signal) {
           ["uid", m.uid], ["generation", m.generation], ["resourceVersion", m.resourceVersion],
           ["labels", Object.entries(m.labels || {}).map(([a, b]) => a + "=" + b).join(", ") || "—"],
           ["group", m.group || "—"], ["created", m.creationTime], ["reconciled by", d.reconciler || "no reconciler: stored only"]]),
-        el("h2", { text: "Spec" }), el("pre", { id: "spec", text: pretty(o.spec) || "—" })),
+        el("h2", { text: "Spec" }), el("pre", { id: "spec" }, folded((pretty(o.spec) || "—").split("\n"), 40, (l) => l + "\n"))),
       el("div", {},
         el("h2", { text: "Status" }),
         kvGrid([["goal", st.goal], ["phase", st.phase || "-"], ["message", st.message || "—"], ["observed generation", st.observedGeneration || "0"], ["next run", st.nextRunTime || "—"]]),
         el("h2", { text: "Conditions" }),
         (st.conditions || []).length ? el("table", {}, el("thead", {}, el("tr", {}, ["TYPE", "STATUS", "REASON", "MESSAGE", "SINCE"].map((x) => el("th", { text: x })))),
           el("tbody", {}, st.conditions.map((c) => el("tr", {}, el("td", { text: c.type }), el("td", {}, pill(c.status)), el("td", { text: c.reason || "" }), el("td", { text: c.message || "" }), el("td", { text: c.lastTransitionTime || "" })))))
-          : el("p", { class: "muted", text: "none" }))),
+          : el("p", { class: "muted", text: "none" }),
+        st.details ? [el("h2", { text: "Status details" }), el("pre", { id: "status-details" }, folded(pretty(st.details).split("\n"), 30, (l) => l + "\n"))] : null)),
     el("h2", { text: "Dependencies" }), graph(self, d.dependencies, d.dependents));
   }
   if (!h) return;
@@ -330,17 +468,19 @@ function kvGrid(pairs) {
 
 async function statePage(main, params, signal) {
   const f = filtersFrom(params);
-  const head = await api("/v1/objects", { kind: "", namespace: "" }, signal).then((r) => Number(r.resourceVersion)).catch(() => 0);
+  // The head of the log; a token confined to namespaces asks within one.
+  const head = await api("/v1/objects", { kind: "", namespace: f.namespace, limit: 1 }, signal).then((r) => Number(r.resourceVersion)).catch(() => 0);
   let at = Number(params.get("at") || head);
   const slider = el("input", { type: "range", id: "slider", min: head > 0 ? 1 : 0, max: head, value: at, step: 1 });
   const label = el("span", { id: "at-label" });
+  const which = el("p", { id: "at-event", class: "at-event" });
   const time = el("input", { type: "datetime-local", id: "at-time", step: 1 });
   const body = el("tbody", { id: "state" });
   const note = el("p", { class: "muted", id: "state-note" });
   main.append(el("h1", { text: "Time travel" }),
     el("p", { class: "muted", text: "The state as it was right after any event of the log: move the slider, or pick a time." }),
     filterBar("#/state", f, signal, () => [["at", slider.value]]),
-    el("div", { class: "slider" }, el("span", { text: "sequence" }), slider, label, time),
+    el("div", { class: "slider" }, el("span", { text: "sequence" }), slider, label, time), which,
     el("table", {}, objectHead(), body), note);
   let seq = 0;
   const load = async (atParam) => {
@@ -352,9 +492,30 @@ async function statePage(main, params, signal) {
       label.textContent = `#${r.resourceVersion} of ${head}`;
       note.textContent = r.items.length ? "" : "No objects at that point.";
       main.dataset.at = r.resourceVersion;
+      describeEvent(Number(r.resourceVersion), r.items, () => mine === seq);
     } catch (e) {
-      if (mine === seq) note.textContent = e.message;
+      if (mine !== seq) return;
+      if (e.namespaces) note.replaceChildren(namespacePicker(e, "#/state", params));
+      else note.textContent = e.message;
     }
+  };
+  // describeEvent says which event the sequence is: the object it wrote
+  // is the one whose resourceVersion it is.
+  const describeEvent = async (at, items, current) => {
+    const o = items.map((raw) => raw).find((x) => Number((x.metadata || {}).resourceVersion) === at);
+    if (!o) {
+      which.textContent = `Event #${at} changed no object shown here (one it deleted, or one outside the filter).`;
+      return;
+    }
+    const k = keyOf(o);
+    let ev = null;
+    try {
+      const h = await api("/v1/history", k, signal);
+      ev = h.events.find((e) => Number(e.sequence) === at);
+    } catch (e) { /* the object is named without its event */ }
+    if (!current()) return;
+    which.replaceChildren(`Event #${at}: `, el("b", { text: ev ? typeName(ev.type) : "a change" }), " of ",
+      el("a", { href: objectHref(k), text: keyString(k) }), ev ? ` by ${ev.actor} at ${ev.time}` : "");
   };
   let timer = null;
   slider.addEventListener("input", () => {
@@ -382,7 +543,7 @@ async function partitionsPage(main, params, signal) {
   main.append(el("p", { class: "muted", text: `${p.partitions} partitions · ${v.replicas} replica(s) · durability: ${v.durability} · server ${v.version}` }),
     el("table", { id: "partitions" }, el("thead", {}, el("tr", {}, ["INSTANCE", "PARTITIONS", "HELD"].map((x) => el("th", { text: x })))),
       el("tbody", {}, p.instances.map((i) => el("tr", {}, el("td", { text: i.instance }), el("td", { text: i.partitions.length }), el("td", { text: i.partitions.join(", ") }))))),
-    p.unheld.length ? el("p", { class: "muted", text: "Held by no instance right now: " + p.unheld.join(", ") }) : null);
+    ...(p.unheld.length ? [el("p", { class: "muted", text: "Held by no instance right now: " + p.unheld.join(", ") })] : []));
 }
 
 const pages = { "": objectsPage, object: objectPage, state: statePage, clusters: clustersPage, partitions: partitionsPage };
@@ -399,7 +560,9 @@ async function render() {
   try {
     await page(main, new URLSearchParams(query || ""), pageAbort.signal);
   } catch (e) {
-    if (!pageAbort.signal.aborted) main.append(el("p", { class: "error", text: e.message }));
+    if (pageAbort.signal.aborted) return;
+    if (e.namespaces) main.append(namespacePicker(e, "#/" + path, new URLSearchParams(query || "")));
+    else main.append(el("p", { class: e.status === 401 ? "muted" : "error", text: e.message }));
   }
 }
 

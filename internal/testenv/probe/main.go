@@ -58,6 +58,7 @@ func main() {
 	flag.StringVar(&cfg.NATS.URLs, "nats-url", "", "outside NATS cluster to use, comma-separated URLs (no embedded server)")
 	flag.StringVar(&cfg.NATS.CredsFile, "nats-creds", "", "credentials for --nats-url")
 	authDir := flag.String("nats-auth-dir", "", "credentials store of the embedded NATS node (default DATA/auth)")
+	flag.BoolVar(&cfg.SubscriptionPrivateSinks, "subscription-private-sinks", false, "let Subscriptions deliver to loopback addresses (tests' sinks)")
 	natsOnly := flag.Bool("nats-only", false, "run only the embedded NATS node; print its client URL")
 	flag.Parse()
 	if clusterAt != "" {

@@ -10,11 +10,22 @@ import (
 	"unsafe"
 )
 
-//go:wasmimport k8s.io/api nodeInfo/node
-func node(ptr, limit uint32) uint32
+//go:wasmimport k8s.io/scheduler currentNodeName
+func currentNodeName(ptr, limit uint32) uint32
 
-//go:wasmimport k8s.io/scheduler status_reason
+//go:wasmimport k8s.io/api node
+func nodeByName(name, nameLen, ptr, limit uint32) uint32
+
+//go:wasmimport k8s.io/scheduler result.status_reason
 func statusReason(ptr, size uint32)
+
+var nameBuf [256]byte
+
+// node fetches the current node: its name, then the node by name.
+func node(ptr, limit uint32) uint32 {
+	n := currentNodeName(uint32(uintptr(unsafe.Pointer(&nameBuf[0]))), uint32(len(nameBuf)))
+	return nodeByName(uint32(uintptr(unsafe.Pointer(&nameBuf[0]))), n, ptr, limit)
+}
 
 var buf [8192]byte
 

@@ -1,0 +1,190 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// StatusLog is what the controllers' door writes to.
+type StatusLog interface {
+	AppendBatch(ctx context.Context, entries []events.Entry) ([]events.Result, error)
+	AppendAsync(ctx context.Context, entries []events.Entry) ([]events.Result, []error)
+}
+
+var _ StatusLog = (*events.Log)(nil)
+
+// ControllerConfig configures Controllers.
+type ControllerConfig struct {
+	Log   StatusLog
+	State State
+	// Owner names the controller credential that runs kind ("" for none):
+	// the only one whose writes of kind's status pass.
+	Owner func(kind string) string
+	// InProcess reports whether a reconciler in jetplane's own processes
+	// runs kind: then no controller may, whatever its credential says.
+	InProcess func(kind string) bool
+	// Group writes a request's entries as one atomic batch first (one
+	// fsync when the log fsyncs every write), each on its own only if
+	// that fails; otherwise they are pipelined (decision 0051).
+	Group bool
+}
+
+// Controllers is the door of out-of-process controllers' writes: each
+// request comes from one controller credential (the subject it arrives on
+// names it, and only that credential may publish there) and may record
+// the status and the finalization of that controller's kinds, nothing
+// else. A request is checked whole before anything is written; a refusal
+// wraps events.ErrRefused. Safe for concurrent use.
+type Controllers struct {
+	cfg ControllerConfig
+}
+
+// NewControllers validates cfg and returns the door.
+func NewControllers(cfg ControllerConfig) (*Controllers, error) {
+	if cfg.Log == nil || cfg.State == nil || cfg.Owner == nil {
+		return nil, errors.New("gate: controllers need a log, a state and the kinds' owners")
+	}
+	if cfg.InProcess == nil {
+		cfg.InProcess = func(string) bool { return false }
+	}
+	return &Controllers{cfg: cfg}, nil
+}
+
+func refused(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", events.ErrRefused, fmt.Sprintf(format, args...))
+}
+
+// Write checks and writes one request (events.ControllerWriteFunc): an
+// atomic one as one batch (every result, or one error), any other entry
+// by entry, pipelined (one result and error each).
+func (c *Controllers) Write(ctx context.Context, w events.ControllerWrite) ([]events.Result, []error) {
+	entries := make([]events.Entry, len(w.Entries))
+	errs := make([]error, len(w.Entries))
+	// Decide on a projection that holds what the controller read: its
+	// own fold may be ahead of this instance's.
+	var upTo uint64
+	for _, e := range w.Entries {
+		if e.Expect != events.AnyVersion {
+			upTo = max(upTo, e.Expect)
+		}
+	}
+	if err := c.cfg.State.WaitFor(ctx, upTo); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		if w.Atomic {
+			return nil, errs[:1]
+		}
+		return make([]events.Result, len(entries)), errs
+	}
+	failed := false
+	for i, e := range w.Entries {
+		entries[i], errs[i] = c.check(w.Controller, e)
+		failed = failed || errs[i] != nil
+	}
+	if w.Atomic {
+		for _, err := range errs {
+			if err != nil {
+				return nil, []error{err}
+			}
+		}
+		res, err := c.cfg.Log.AppendBatch(ctx, entries)
+		if err != nil {
+			return nil, []error{err}
+		}
+		return res, nil
+	}
+	if !failed {
+		if c.cfg.Group && len(entries) > 1 {
+			if res, err := c.cfg.Log.AppendBatch(ctx, entries); err == nil {
+				return res, nil
+			}
+		}
+		return c.cfg.Log.AppendAsync(ctx, entries)
+	}
+	// Write what passed; the rest keep their refusals.
+	var ok []events.Entry
+	var at []int
+	for i, err := range errs {
+		if err == nil {
+			ok, at = append(ok, entries[i]), append(at, i)
+		}
+	}
+	res := make([]events.Result, len(entries))
+	if len(ok) > 0 {
+		r, e := c.cfg.Log.AppendAsync(ctx, ok)
+		for j, i := range at {
+			res[i] = r[j]
+			if e != nil {
+				errs[i] = e[j]
+			}
+		}
+	}
+	return res, errs
+}
+
+// check decides one entry of controller's request and returns the entry
+// to write: a status change of one of its kinds, with the status alone,
+// or the finalization of an object of its kinds whose deletion was
+// requested. The actor must be the runtime's for that kind and controller
+// ("reconciler/KIND@CONTROLLER/INSTANCE"), so history names who wrote.
+func (c *Controllers) check(controller string, e events.Entry) (events.Entry, error) {
+	ev := e.Event
+	k := projections.KeyOf(ev.GetKey())
+	if owner := c.cfg.Owner(k.Kind); owner != controller {
+		return e, refused("%s: kind %s is not run by controller %q; its credential names the kinds it may write", k, k.Kind, controller)
+	}
+	if c.cfg.InProcess(k.Kind) {
+		return e, refused("%s: kind %s is run by jetplane's own reconciler; no controller may write it", k, k.Kind)
+	}
+	if !strings.HasPrefix(ev.GetActor(), "reconciler/"+k.Kind+"@"+controller+"/") {
+		return e, refused("%s: actor %q: a controller writes as reconciler/%s@%s/INSTANCE", k, ev.GetActor(), k.Kind, controller)
+	}
+	out := &schemas.Event{Id: ev.GetId(), Type: ev.GetType(), Key: ev.GetKey(), Actor: ev.GetActor(), Time: ev.GetTime(), Cause: ev.GetCause()}
+	switch ev.GetType() {
+	case schemas.EventType_EVENT_TYPE_STATUS_CHANGED:
+		if ev.GetObject().GetStatus() == nil {
+			return e, refused("%s: a status change without a status", k)
+		}
+		if !statusOnly(ev.GetObject()) {
+			return e, refused("%s: a controller writes status only, never spec or metadata", k)
+		}
+		if c.cfg.State.Get(k) == nil {
+			return e, refused("%s: no such object", k)
+		}
+		out.Object = &schemas.Object{Status: ev.GetObject().GetStatus()}
+	case schemas.EventType_EVENT_TYPE_FINALIZED:
+		if ev.GetObject() != nil {
+			return e, refused("%s: a finalization carries no object", k)
+		}
+		cur := c.cfg.State.Get(k)
+		if cur == nil || cur.GetStatus().GetGoal() != projections.GoalDeleted {
+			return e, refused("%s: not being deleted; a controller finalizes only what was asked to be deleted", k)
+		}
+	default:
+		return e, refused("%s: %s: a controller writes status changes and finalizations only", k, ev.GetType())
+	}
+	if e.Expect == events.AnyVersion {
+		return e, refused("%s: a controller's write names the version it read", k)
+	}
+	return events.Entry{Event: out, Expect: e.Expect}, nil
+}
+
+// statusOnly reports whether o sets no field but its status (unknown
+// fields included).
+func statusOnly(o *schemas.Object) bool {
+	only := len(o.ProtoReflect().GetUnknown()) == 0
+	o.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		only = only && fd.Name() == "status"
+		return only
+	})
+	return only
+}

@@ -1,0 +1,72 @@
+package app
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jetplane/jetplane/bridge/gate"
+	"github.com/jetplane/jetplane/events/auth"
+)
+
+// controllerKinds caches which controller credential runs each kind, read
+// from the credentials store at most once a second: the door of
+// controllers' writes asks at every write, the gate at every delete.
+type controllerKinds struct {
+	store *auth.Store
+
+	mu    sync.Mutex
+	at    time.Time
+	owner map[string]string
+}
+
+func (c *controllerKinds) of(kind string) string {
+	if c == nil || c.store == nil {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.at) > time.Second {
+		if m, err := c.store.Controllers(); err == nil {
+			c.owner, c.at = m, time.Now()
+		}
+	}
+	return c.owner[kind]
+}
+
+// finalizes reports whether something finalizes objects of kind: a
+// reconciler of this process, or a controller credential's process (its
+// objects wait for it, as Kubernetes objects wait for their finalizers).
+func (a *App) finalizes(kind string) bool {
+	return a.runtime.Handles(kind) || a.ctlKinds.of(kind) != ""
+}
+
+// newControllers builds the door of out-of-process controllers' writes;
+// nil with an outside NATS, whose credentials jetplane does not hand out.
+func (a *App) newControllers() (*gate.Controllers, error) {
+	if a.srv == nil {
+		return nil, nil
+	}
+	a.ctlKinds = &controllerKinds{store: a.srv.Creds()}
+	return gate.NewControllers(gate.ControllerConfig{Log: a.log, State: a.store, Owner: a.ctlKinds.of, InProcess: a.runtime.Handles, Group: a.cfg.SyncAlways})
+}
+
+// serveControllers answers controllers' writes until ctx ends.
+func (a *App) serveControllers(ctx context.Context) {
+	if a.controllers == nil {
+		return
+	}
+	go func() {
+		if err := a.log.ServeControllerWrites(ctx, a.controllers.Write); err != nil && ctx.Err() == nil {
+			a.cfg.Logger.Error("serving controllers' writes stopped", "err", err)
+		}
+	}()
+}
+
+// atomicGroups is how the gate commits concurrent single-object writes.
+func atomicGroups(cfg Config) bool {
+	if cfg.AtomicGroups != nil {
+		return *cfg.AtomicGroups
+	}
+	return cfg.SyncAlways
+}

@@ -1,0 +1,186 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/events/auth"
+	"github.com/jetplane/jetplane/internal/app"
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/reconcilers"
+	"github.com/jetplane/jetplane/reconcilers/controller"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+const wait = 30 * time.Second
+
+// startApp runs jetplane with the embedded NATS on a free port, with a
+// controller credential for kinds made before it starts (the server loads
+// it at its start), and returns it and the credential's file.
+func startApp(t *testing.T, name string, kinds ...string) (*app.App, string) {
+	t.Helper()
+	dir := t.TempDir()
+	store, err := auth.Open(filepath.Join(dir, "auth"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := store.CreateWithKinds(auth.RoleController, name, kinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := filepath.Join(t.TempDir(), name+".creds")
+	if err := os.WriteFile(creds, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := app.New(ctx, app.Config{DataDir: dir, NATSPort: -1, Listen: "127.0.0.1:0"})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	deadline := time.Now().Add(wait)
+	for {
+		if resp, err := http.Get(a.URL() + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return a, creds
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("jetplane not ready")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// tracker is a controller of two kinds that records its runs, fails each
+// key's first run, and checks that no key runs twice at once.
+type tracker struct {
+	mu      sync.Mutex
+	running map[string]bool
+	runs    map[string]int
+	order   []string // "reconcile K" or "delete K" on success
+	overlap []string
+}
+
+func (*tracker) Kinds() []string { return []string{"Net.example.com", "Host.example.com"} }
+
+func (tr *tracker) enter(obj *schemas.Object) (string, func()) {
+	k := projections.ObjectKey(obj).String()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.running[k] {
+		tr.overlap = append(tr.overlap, k)
+	}
+	tr.running[k] = true
+	tr.runs[k]++
+	return k, func() { tr.mu.Lock(); tr.running[k] = false; tr.mu.Unlock() }
+}
+
+func (tr *tracker) Reconcile(ctx context.Context, obj *schemas.Object) (controller.Status, time.Duration, error) {
+	k, done := tr.enter(obj)
+	defer done()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.runs[k] == 1 {
+		return controller.Status{}, 0, errors.New("the cloud said no, once")
+	}
+	tr.order = append(tr.order, "reconcile "+k)
+	return controller.Status{Message: "made", Fields: map[string]any{"id": k}}, time.Hour, nil
+}
+
+func (tr *tracker) Delete(ctx context.Context, obj *schemas.Object) error {
+	k, done := tr.enter(obj)
+	defer done()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.order = append(tr.order, "delete "+k)
+	return nil
+}
+
+// A controller in its own process (here, its own connection and
+// projection) reconciles its kinds in dependency order through its
+// credential, retries errors, and deletes in reverse order.
+func TestControllerRunsItsKinds(t *testing.T) {
+	a, creds := startApp(t, "infra", "Net.example.com", "Host.example.com")
+	tr := &tracker{running: map[string]bool{}, runs: map[string]int{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			done <- controller.Run(ctx, controller.Config{NATS: a.NATSURL(), Creds: creds, Instance: []string{"a", "b"}[i], Grace: time.Second}, tr)
+		}()
+	}
+	t.Cleanup(func() {
+		cancel()
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("controller: %v", err)
+			}
+		}
+	})
+	c := &api.Client{BaseURL: a.URL()}
+	doc := `apiVersion: example.com/v1
+kind: Net
+metadata: {name: n1, namespace: infra}
+spec: {cidr: 10.0.0.0/16}
+---
+apiVersion: example.com/v1
+kind: Host
+metadata: {name: h1, namespace: infra, dependsOn: [{kind: Net, name: n1}]}
+spec: {size: small}
+`
+	if _, err := c.Apply(ctx, "infra.yaml", []byte(doc), ""); err != nil {
+		t.Fatal(err)
+	}
+	net := projections.Key{Kind: "Net.example.com", Namespace: "infra", Name: "n1"}
+	host := projections.Key{Kind: "Host.example.com", Namespace: "infra", Name: "h1"}
+	waitFor(t, "both Ready", func() bool {
+		return reconcilers.IsReady(a.Store().Get(net)) && reconcilers.IsReady(a.Store().Get(host))
+	})
+	if got := a.Store().Get(host).GetStatus().GetDetails().GetFields()["id"].GetStringValue(); got != host.String() {
+		t.Fatalf("status details: %q", got)
+	}
+	if _, err := c.Delete(ctx, api.Key{Kind: "Net.example.com", Namespace: "infra", Name: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Delete(ctx, api.Key{Kind: "Host.example.com", Namespace: "infra", Name: "h1"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both gone", func() bool { return a.Store().Get(net) == nil && a.Store().Get(host) == nil })
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	want := []string{"reconcile " + net.String(), "reconcile " + host.String(), "delete " + host.String(), "delete " + net.String()}
+	if len(tr.order) != len(want) {
+		t.Fatalf("order %q, want %q", tr.order, want)
+	}
+	for i := range want {
+		if tr.order[i] != want[i] {
+			t.Fatalf("order %q, want %q", tr.order, want)
+		}
+	}
+	if len(tr.overlap) > 0 {
+		t.Fatalf("keys ran twice at once: %q", tr.overlap)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
