@@ -1,10 +1,16 @@
 package main
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -90,7 +96,48 @@ func packageChart(path string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("package %s: %w", path, err)
 	}
-	return os.ReadFile(out)
+	data, err := os.ReadFile(out)
+	if err != nil {
+		return nil, err
+	}
+	return reproducible(data)
+}
+
+// reproducible rewrites a packaged chart without the packaging time (helm
+// stamps each entry and the gzip header with it), so the same directory
+// packages to the same bytes: pushing it again is the same version, not
+// other content under the same version.
+func reproducible(tgz []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(tgz))
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tr, tw := tar.NewReader(zr), tar.NewWriter(zw)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		h.ModTime, h.AccessTime, h.ChangeTime = time.Unix(0, 0), time.Time{}, time.Time{}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 func newRollback(g *globals) *cobra.Command {

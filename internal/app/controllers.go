@@ -26,7 +26,9 @@ func (c *controllerKinds) of(kind string) string {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if time.Since(c.at) > time.Second {
+	// Read again once a second, and at once (at most every 50 ms) for a
+	// kind not seen yet: a credential just created defines its kinds.
+	if age := time.Since(c.at); age > time.Second || (c.owner[kind] == "" && age > 50*time.Millisecond) {
 		if m, err := c.store.Controllers(); err == nil {
 			c.owner, c.at = m, time.Now()
 		}

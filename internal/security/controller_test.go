@@ -64,11 +64,12 @@ kind: Gadget
 metadata: {name: g1, namespace: shop}
 spec: {size: 1}
 `
+	// The controllers' credentials name their kinds, which defines them.
+	widgets, nc, v := connectController(t, a, "widgets", widgetKind)
+	_, _, _ = connectController(t, a, "gadgets", gadgetKind)
 	if _, err := c.Apply(ctx, "objs.yaml", []byte(doc), ""); err != nil {
 		t.Fatal(err)
 	}
-	widgets, nc, v := connectController(t, a, "widgets", widgetKind)
-	_, _, _ = connectController(t, a, "gadgets", gadgetKind)
 
 	// One kind has one controller.
 	if _, err := a.Creds().CreateWithKinds(auth.RoleController, "rival", []string{widgetKind}); err == nil || !strings.Contains(err.Error(), "runs it already") {
