@@ -80,7 +80,7 @@ func TestGateImagesAndChartsScoped(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := fingerprintOf(t, a)
-	other := append(append([]byte{}, emptyModule...), 0x00, 0x01, 'x', 0x00) // a custom section: another digest
+	other := append(append([]byte{}, emptyModule...), 0x01, 0x01, 0x00) // an empty type section: another digest, still a valid module
 	for _, tc := range []struct{ method, path string }{
 		{"POST", "/v1/images?ref=app:v1&namespace=shop"},
 		{"POST", "/v1/images?ref=app:v1"},

@@ -118,7 +118,7 @@ func phaseIs(phases ...string) func(*schemas.Status) bool {
 func podLogs(t *testing.T, a *app.App, name string) string {
 	t.Helper()
 	var b strings.Builder
-	err := a.NodeStore().ReadLogs(context.Background(), events.LogQuery{Namespace: "default", Pod: name, Container: "main"}, func(l events.LogLine) error {
+	err := a.NodeStore().ReadLogs(context.Background(), events.LogQuery{Node: "local", Namespace: "default", Pod: name, Container: "main"}, func(l events.LogLine) error {
 		b.Write(l.Data)
 		return nil
 	})
@@ -128,7 +128,7 @@ func podLogs(t *testing.T, a *app.App, name string) string {
 	return b.String()
 }
 
-// waitLogs waits until the pod's logs contain want.
+// podLogsContain waits until the pod's logs contain want.
 func podLogsContain(t *testing.T, a *app.App, name, want string) string {
 	t.Helper()
 	deadline := time.Now().Add(wait)
