@@ -1,0 +1,182 @@
+//go:build unix
+
+package render_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	"github.com/jetplane/jetplane/internal/render"
+	kube "github.com/jetplane/jetplane/internal/testenv/kube"
+)
+
+// helmEnv runs the helm library itself against the test kube-apiserver,
+// so each conformance chart is compared with what helm install does.
+type helmEnv struct {
+	kube *kube.Env
+}
+
+func (h helmEnv) config(t *testing.T, ns string) *action.Configuration {
+	t.Helper()
+	flags := genericclioptions.NewConfigFlags(false)
+	kc := h.kube.Kubeconfig()
+	flags.KubeConfig = &kc
+	flags.Namespace = &ns
+	cfg := new(action.Configuration)
+	if err := cfg.Init(flags, ns, "memory", t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// install runs helm install and returns the objects it created, read back
+// from the apiserver, by "Kind/namespace/name".
+func (h helmEnv) install(t *testing.T, c *chart.Chart, name, ns string, values map[string]any) (map[string]map[string]any, error) {
+	t.Helper()
+	cfg := h.config(t, ns)
+	in := action.NewInstall(cfg)
+	in.ReleaseName, in.Namespace, in.CreateNamespace = name, ns, true
+	in.Timeout = 0
+	rel, err := in.RunWithContext(context.Background(), c, values)
+	if err != nil {
+		return nil, err
+	}
+	resources, err := cfg.KubeClient.Build(bytes.NewBufferString(rel.Manifest), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]any{}
+	for _, info := range resources {
+		if err := info.Get(); err != nil {
+			t.Fatal(err)
+		}
+		u := info.Object.(*unstructured.Unstructured)
+		out[liveKey(u.GetKind(), u.GetNamespace(), u.GetName())] = u.Object
+	}
+	return out, nil
+}
+
+func liveKey(kind, ns, name string) string {
+	if ns == "" {
+		return kind + "/" + name
+	}
+	return kind + "/" + ns + "/" + name
+}
+
+func loadChart(t *testing.T, name string) *chart.Chart {
+	t.Helper()
+	c, err := loader.LoadDir(filepath.Join("testdata", "charts", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// subset reports the first field of want that got lacks or holds
+// otherwise: the apiserver adds fields (uid, defaults), never drops them.
+func subset(path string, want, got any) string {
+	wm, ok := want.(map[string]any)
+	if !ok {
+		if !reflect.DeepEqual(fmt.Sprint(want), fmt.Sprint(got)) {
+			return fmt.Sprintf("%s: jetplane %#v, helm %#v", path, want, got)
+		}
+		return ""
+	}
+	gm, _ := got.(map[string]any)
+	for _, k := range slices.Sorted(maps.Keys(wm)) {
+		if d := subset(path+"."+k, wm[k], gm[k]); d != "" {
+			return d
+		}
+	}
+	return ""
+}
+
+// TestConformanceWithHelm renders each chart of testdata/charts with
+// jetplane and installs it with the helm library into the test
+// kube-apiserver: the objects, and every field jetplane renders, must be
+// the objects and fields helm created; a chart helm refuses, jetplane
+// refuses with helm's message.
+func TestConformanceWithHelm(t *testing.T) {
+	h := helmEnv{kube: kube.Start(t)}
+	for _, tc := range []struct {
+		chart string
+		check func(t *testing.T, res *render.Result)
+	}{
+		{"rbac", nil},
+		{"separator", func(t *testing.T, res *render.Result) {
+			if len(res.Objects) != 2 {
+				t.Fatalf("want first and second, got %d objects", len(res.Objects))
+			}
+		}},
+		{"list", nil},
+		{"dupkeys", func(t *testing.T, res *render.Result) {
+			if got := res.Objects[0].Manifest["data"].(map[string]any)["mode"]; got != "last" {
+				t.Fatalf("a duplicate key: %v, want the last", got)
+			}
+		}},
+		{"keepnewline", func(t *testing.T, res *render.Result) {
+			if got := res.Objects[0].Manifest["data"].(map[string]any)["script"]; got != "echo one\necho two\n" {
+				t.Fatalf("|+ block: %q", got)
+			}
+		}},
+	} {
+		t.Run(tc.chart, func(t *testing.T) {
+			c := loadChart(t, tc.chart)
+			ns := "conf-" + tc.chart
+			res, err := render.Render(c, render.Options{ReleaseName: "rel", Namespace: ns})
+			if err != nil {
+				t.Fatalf("jetplane: %v", err)
+			}
+			live, err := h.install(t, loadChart(t, tc.chart), "rel", ns, nil)
+			if err != nil {
+				t.Fatalf("helm install: %v", err)
+			}
+			var mine []string
+			for _, o := range res.Objects {
+				kind := o.Manifest["kind"].(string)
+				md := o.Manifest["metadata"].(map[string]any)
+				k := liveKey(kind, fmt.Sprint(md["namespace"]), md["name"].(string))
+				if md["namespace"] == nil {
+					k = liveKey(kind, "", md["name"].(string))
+				}
+				mine = append(mine, k)
+				got, ok := live[k]
+				if !ok {
+					continue
+				}
+				if d := subset(k, o.Manifest, got); d != "" {
+					t.Errorf("%s", d)
+				}
+			}
+			slices.Sort(mine)
+			helms := slices.Sorted(maps.Keys(live))
+			if !slices.Equal(mine, helms) {
+				t.Fatalf("objects:\njetplane %v\n    helm %v", mine, helms)
+			}
+			if tc.check != nil {
+				tc.check(t, res)
+			}
+		})
+	}
+	t.Run("missingdep", func(t *testing.T) {
+		c := loadChart(t, "missingdep")
+		helmErr := action.CheckDependencies(c, c.Metadata.Dependencies)
+		_, err := render.Render(c, render.Options{ReleaseName: "rel", Namespace: "conf-missingdep"})
+		if helmErr == nil || err == nil || !strings.Contains(err.Error(), helmErr.Error()) {
+			t.Fatalf("jetplane %v; helm %v", err, helmErr)
+		}
+	})
+}
