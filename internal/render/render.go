@@ -67,6 +67,10 @@ type Options struct {
 	// APIVersions are the cluster's group/versions and group/version/Kind
 	// resources; empty uses helm's built-in set.
 	APIVersions []string
+	// ForCluster says the objects are bound for a Kubernetes cluster (the
+	// release names one): they are checked by Kubernetes' own types only,
+	// not by the rules of the Pods jetplane runs itself.
+	ForCluster bool
 	// Values are the release's values, merged over the chart's defaults.
 	Values map[string]any
 }
@@ -191,7 +195,7 @@ func Render(c *chart.Chart, opts Options) (*Result, error) {
 	// before everything else.
 	sources := templateSources(c)
 	for _, crd := range c.CRDObjects() {
-		objs, _, err := decodeFile(crd.Filename, string(crd.File.Data), string(crd.File.Data), opts.Namespace)
+		objs, _, err := decodeFile(crd.Filename, string(crd.File.Data), string(crd.File.Data), opts)
 		if err != nil {
 			return nil, err
 		}
@@ -202,7 +206,7 @@ func Render(c *chart.Chart, opts Options) (*Result, error) {
 		if base := name[strings.LastIndexByte(name, '/')+1:]; strings.HasPrefix(base, "_") {
 			continue
 		}
-		objs, hooks, err := decodeFile(name, files[name], sources[name], opts.Namespace)
+		objs, hooks, err := decodeFile(name, files[name], sources[name], opts)
 		if err != nil {
 			return nil, err
 		}
@@ -266,7 +270,7 @@ func templateSources(c *chart.Chart) map[string]string {
 // decodeFile splits one rendered file into documents as helm does and
 // decodes each; hooks and tests are returned apart, undecoded. Errors name
 // the template file and the template's line.
-func decodeFile(name, content, source, namespace string) (objs []Object, hooks []Object, err error) {
+func decodeFile(name, content, source string, opts Options) (objs []Object, hooks []Object, err error) {
 	for _, d := range splitDocs(content) {
 		at := func(rendered int) int { return templateLine(source, content, d.line+rendered-1) }
 		j, yerr := sigsyaml.YAMLToJSON([]byte(d.text))
@@ -307,7 +311,18 @@ func decodeFile(name, content, source, namespace string) (objs []Object, hooks [
 			}
 		}
 		for i, item := range items {
-			o, err := decodeObject(item, namespace)
+			if isHook(item) {
+				// Set aside as helm sets hooks and tests aside: they are
+				// not objects of the release, and not checked as such.
+				o, err := hookObject(item, opts.Namespace)
+				if err != nil {
+					return nil, nil, &Error{Template: name, Line: at(1), Reason: "hook: " + err.Error()}
+				}
+				o.Template, o.Line = name, at(1)
+				hooks = append(hooks, o)
+				continue
+			}
+			o, err := decodeObject(item, opts)
 			if err != nil {
 				var es manifest.Errors
 				reason := err.Error()
@@ -324,16 +339,12 @@ func decodeFile(name, content, source, namespace string) (objs []Object, hooks [
 					reason = strings.Join(parts, "; ")
 					line = fieldLine(d.text, es[0].Field)
 				}
-				if isHook(item) {
-					return nil, nil, &Error{Template: name, Line: at(line), Reason: "hook: " + reason}
+				if kind, _ := item["kind"].(string); !opts.ForCluster && (kind == "Pod" || kind == "Node") {
+					reason += " (jetplane runs this " + kind + " itself, so jetplane's own rules apply; a release with spec.cluster installs it into Kubernetes instead)"
 				}
 				return nil, nil, &Error{Template: name, Line: at(line), Reason: reason}
 			}
 			o.Template, o.Line = name, at(1)
-			if isHook(item) {
-				hooks = append(hooks, o)
-				continue
-			}
 			objs = append(objs, o)
 		}
 	}
@@ -341,12 +352,17 @@ func decodeFile(name, content, source, namespace string) (objs []Object, hooks [
 }
 
 // decodeObject turns one rendered Kubernetes object into jetplane's form.
-func decodeObject(m map[string]any, namespace string) (Object, error) {
+func decodeObject(m map[string]any, opts Options) (Object, error) {
+	namespace := opts.Namespace
 	j, err := json.Marshal(m)
 	if err != nil {
 		return Object{}, err
 	}
-	objs, err := manifest.Decode("", j)
+	decode := manifest.Decode
+	if opts.ForCluster {
+		decode = manifest.DecodeKubernetes
+	}
+	objs, err := decode("", j)
 	if err != nil {
 		return Object{}, err
 	}
@@ -367,6 +383,34 @@ func decodeObject(m map[string]any, namespace string) (Object, error) {
 	}
 	if scoped {
 		md.Namespace = ""
+	}
+	return Object{Object: o, Manifest: m}, nil
+}
+
+// hookObject reads what jetplane needs of a hook or test object (its
+// kind, name, namespace and annotations), without the checks of an object
+// jetplane stores.
+func hookObject(m map[string]any, namespace string) (Object, error) {
+	str := func(v any) string { s, _ := v.(string); return s }
+	md, _ := m["metadata"].(map[string]any)
+	kind, apiVersion, name := str(m["kind"]), str(m["apiVersion"]), str(md["name"])
+	if kind == "" || apiVersion == "" || name == "" {
+		return Object{}, errors.New("apiVersion, kind and metadata.name are required")
+	}
+	ann := map[string]string{}
+	if a, ok := md["annotations"].(map[string]any); ok {
+		for k, v := range a {
+			ann[k] = str(v)
+		}
+	}
+	o := &schemas.Object{ApiVersion: apiVersion, Kind: kind, Metadata: &schemas.ObjectMeta{Name: name, Namespace: str(md["namespace"]), Annotations: ann}}
+	scoped := manifest.IsClusterScoped(projections.ObjectKey(o).Kind)
+	switch {
+	case scoped:
+		o.Metadata.Namespace = ""
+	case o.Metadata.Namespace == "":
+		o.Metadata.Namespace = namespace
+		md["namespace"] = namespace
 	}
 	return Object{Object: o, Manifest: m}, nil
 }

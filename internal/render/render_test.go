@@ -172,3 +172,42 @@ func TestLoadLimit(t *testing.T) {
 		t.Fatal("garbage loaded")
 	}
 }
+
+// A chart's Pods are jetplane's to run unless the release names a
+// cluster; hooks and tests are set aside before any check, as helm sets
+// them aside.
+func TestPodRulesOnlyForPodsJetplaneRuns(t *testing.T) {
+	files := map[string]string{
+		"templates/pod.yaml": `apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  containers: [{name: web, image: web:1}]
+  volumes: [{name: conf, configMap: {name: conf}}]
+`,
+		"templates/tests/test.yaml": `apiVersion: v1
+kind: Pod
+metadata:
+  name: web-test
+  annotations: {helm.sh/hook: test}
+spec:
+  containers: [{name: t, image: busybox, volumeMounts: [{name: conf, mountPath: /c}]}]
+  volumes: [{name: conf, configMap: {name: conf}}]
+`,
+	}
+	_, err := renderFiles(t, files, render.Options{ReleaseName: "web", Namespace: "shop"})
+	if err == nil || !strings.Contains(err.Error(), "web/templates/pod.yaml:6: spec.volumes[0]") || !strings.Contains(err.Error(), "jetplane runs this Pod itself") {
+		t.Fatalf("a Pod jetplane runs: %v", err)
+	}
+	res, err := renderFiles(t, files, render.Options{ReleaseName: "web", Namespace: "shop", ForCluster: true})
+	if err != nil {
+		t.Fatalf("bound for a cluster: %v", err)
+	}
+	if got := strings.Join(keys(res), " "); got != "Pod/shop/web" || len(res.Hooks) != 1 || res.Hooks[0].Key().String() != "Pod/shop/web-test" {
+		t.Fatalf("objects %s, hooks %v", got, res.Hooks)
+	}
+	delete(files, "templates/pod.yaml")
+	if _, err := renderFiles(t, files, render.Options{ReleaseName: "web", Namespace: "shop"}); err != nil {
+		t.Fatalf("a test hook is not checked as a Pod jetplane runs: %v", err)
+	}
+}

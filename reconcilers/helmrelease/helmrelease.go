@@ -267,7 +267,7 @@ func (r *Reconciler) render(ctx context.Context, key projections.Key, spec *Spec
 	defer func() { err = redact(err, secrets) }()
 	opts := render.Options{
 		ReleaseName: key.Name, Namespace: spec.ReleaseNamespace, Revision: revision, IsUpgrade: revision > 1,
-		Values: values,
+		ForCluster: spec.Cluster != "", Values: values,
 	}
 	if spec.Cluster != "" {
 		if r.cfg.Capabilities == nil {

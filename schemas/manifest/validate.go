@@ -48,7 +48,8 @@ var (
 // first, so a user fixes a manifest in one round trip. Its errors carry only
 // Field and Reason; the caller adds Source and Doc.
 type checker struct {
-	errs []*Error
+	kubernetes bool // skip jetplane's own Pod and Node rules
+	errs       []*Error
 }
 
 func (c *checker) add(field, format string, args ...any) {
@@ -64,8 +65,8 @@ type decoded struct {
 
 // objectsOf turns one document's value into objects: one, or the items of a
 // kind: List. It returns objects only when it found no problem.
-func objectsOf(root any) ([]decoded, []*Error) {
-	var c checker
+func objectsOf(root any, kubernetes bool) ([]decoded, []*Error) {
+	c := checker{kubernetes: kubernetes}
 	m, ok := root.(map[string]any)
 	if !ok {
 		c.add("", "expected a mapping with apiVersion, kind and metadata, got %s", describe(root))
