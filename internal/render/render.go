@@ -71,6 +71,9 @@ type Options struct {
 	// release names one): they are checked by Kubernetes' own types only,
 	// not by the rules of the Pods jetplane runs itself.
 	ForCluster bool
+	// Lookup answers the chart's `lookup` calls; nil finds nothing, as
+	// helm template does.
+	Lookup engine.ClientProvider `json:"-"`
 	// Values are the release's values, merged over the chart's defaults.
 	Values map[string]any
 }
@@ -175,7 +178,12 @@ func Render(c *chart.Chart, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, &Error{Template: "values", Reason: err.Error()}
 	}
-	files, err := engine.Engine{}.Render(c, vals)
+	var files map[string]string
+	if opts.Lookup != nil {
+		files, err = engine.RenderWithClientProvider(c, vals, opts.Lookup)
+	} else {
+		files, err = engine.Engine{}.Render(c, vals)
+	}
 	if err != nil {
 		return nil, &Error{Reason: strings.TrimPrefix(err.Error(), "template: ")}
 	}
