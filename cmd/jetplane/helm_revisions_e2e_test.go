@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,20 +22,21 @@ var passwordChart = map[string]string{
 {{- $old := lookup "v1" "Secret" .Release.Namespace "vault-auth" -}}
 {{- if and $old $old.data -}}{{ $old.data.password }}{{- else -}}{{ randAlphaNum 24 | b64enc }}{{- end -}}
 {{- end -}}`,
-	"templates/secret.yaml": `apiVersion: v1
+	"templates/secret.yaml": `{{- $pw := include "vault.password" . -}}
+apiVersion: v1
 kind: Secret
 metadata:
   name: vault-auth
 data:
-  password: {{ include "vault.password" . }}
-`,
-	"templates/config.yaml": `apiVersion: v1
+  password: {{ $pw }}
+---
+apiVersion: v1
 kind: ConfigMap
 metadata:
   name: vault-config
 data:
   mode: {{ .Values.mode | quote }}
-  passwordChecksum: {{ include "vault.password" . | sha256sum }}
+  passwordChecksum: {{ $pw | sha256sum }}
 `,
 }
 
@@ -135,4 +137,54 @@ func TestHelmGeneratedPasswordSurvives(t *testing.T) {
 			t.Fatalf("a restart changed the password: checksum %s, first %s", got, first)
 		}
 	}
+}
+
+// TestHelmResourcePolicyKeep: the keep chart's object annotated
+// helm.sh/resource-policy: keep stays when an upgrade stops rendering it
+// and when the release is deleted, while the others go, as helm leaves
+// them (TestHelmKeepsResourcePolicyKeep in internal/render runs the same
+// chart through the helm library).
+func TestHelmResourcePolicyKeep(t *testing.T) {
+	bin := buildBinary(t)
+	s := serve(t, bin, t.TempDir())
+	run(t, bin, s, "chart", "push", filepath.Join("..", "..", "internal", "render", "testdata", "charts", "keep"), "keep:0.1.0")
+	file := filepath.Join(t.TempDir(), "release.yaml")
+	apply := func(extra bool) {
+		t.Helper()
+		rel := fmt.Sprintf("apiVersion: v1\nkind: HelmRelease\nmetadata: {name: rel, namespace: apps}\nspec:\n  chart: {name: keep, version: 0.1.0}\n  releaseNamespace: shop\n  values: {extra: %t}\n", extra)
+		if err := os.WriteFile(file, []byte(rel), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		run(t, bin, s, "apply", "-f", file)
+	}
+	names := func() string {
+		var list struct {
+			Items []struct{ Metadata struct{ Name string } }
+		}
+		if err := json.Unmarshal([]byte(run(t, bin, s, "get", "ConfigMap", "-n", "shop", "-o", "json")), &list); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, i := range list.Items {
+			out = append(out, i.Metadata.Name)
+		}
+		slices.Sort(out)
+		return strings.Join(out, " ")
+	}
+	waitNames := func(what, want string) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for got := names(); got != want; got = names() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: ConfigMaps %q, want %q", what, got, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	apply(true)
+	waitNames("installed", "always dropped kept")
+	apply(false)
+	waitNames("upgraded without the extra objects", "always kept")
+	run(t, bin, s, "delete", "HelmRelease/apps/rel")
+	waitNames("the release deleted", "kept")
 }

@@ -16,8 +16,10 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/jetplane/jetplane/internal/render"
 	kube "github.com/jetplane/jetplane/internal/testenv/kube"
@@ -44,9 +46,8 @@ func (h helmEnv) config(t *testing.T, ns string) *action.Configuration {
 
 // install runs helm install and returns the objects it created, read back
 // from the apiserver, by "Kind/namespace/name".
-func (h helmEnv) install(t *testing.T, c *chart.Chart, name, ns string, values map[string]any) (map[string]map[string]any, error) {
+func (h helmEnv) install(t *testing.T, cfg *action.Configuration, c *chart.Chart, name, ns string, values map[string]any) (map[string]map[string]any, error) {
 	t.Helper()
-	cfg := h.config(t, ns)
 	in := action.NewInstall(cfg)
 	in.ReleaseName, in.Namespace, in.CreateNamespace = name, ns, true
 	in.Timeout = 0
@@ -140,7 +141,7 @@ func TestConformanceWithHelm(t *testing.T) {
 			if err != nil {
 				t.Fatalf("jetplane: %v", err)
 			}
-			live, err := h.install(t, loadChart(t, tc.chart), "rel", ns, nil)
+			live, err := h.install(t, h.config(t, ns), loadChart(t, tc.chart), "rel", ns, nil)
 			if err != nil {
 				t.Fatalf("helm install: %v", err)
 			}
@@ -179,4 +180,51 @@ func TestConformanceWithHelm(t *testing.T) {
 			t.Fatalf("jetplane %v; helm %v", err, helmErr)
 		}
 	})
+}
+
+// TestHelmKeepsResourcePolicyKeep is helm's side of the keep policy:
+// upgrading the keep chart without its extra objects, then uninstalling
+// it, leaves the object annotated helm.sh/resource-policy: keep and
+// deletes the rest. The HelmRelease e2e test
+// (TestHelmResourcePolicyKeep) holds jetplane to the same.
+func TestHelmKeepsResourcePolicyKeep(t *testing.T) {
+	h := helmEnv{kube: kube.Start(t)}
+	ns := "conf-keep"
+	cfg := h.config(t, ns)
+	if _, err := h.install(t, cfg, loadChart(t, "keep"), "rel", ns, nil); err != nil {
+		t.Fatal(err)
+	}
+	up := action.NewUpgrade(cfg)
+	up.Namespace = ns
+	if _, err := up.RunWithContext(context.Background(), "rel", loadChart(t, "keep"), map[string]any{"extra": false}); err != nil {
+		t.Fatal(err)
+	}
+	names := func() []string {
+		t.Helper()
+		cs, err := kubernetes.NewForConfig(h.kube.RESTConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		list, err := cs.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, cm := range list.Items {
+			if cm.Name != "kube-root-ca.crt" {
+				out = append(out, cm.Name)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := strings.Join(names(), " "); got != "always kept" {
+		t.Fatalf("after the upgrade: %s", got)
+	}
+	if _, err := action.NewUninstall(cfg).Run("rel"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(names(), " "); got != "kept" {
+		t.Fatalf("after uninstall: %s", got)
+	}
 }

@@ -208,14 +208,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 		// This revision was rendered and written before (by this
 		// process or an earlier one): its children are what it wrote.
 		// Rendering again would draw new random values.
-		var children []*schemas.Object
+		have := map[string]*schemas.Object{}
 		existing, _ := r.cfg.State.List(projections.Query{Group: Group(key)})
 		for _, o := range existing {
 			if owned(o, key) && o.GetStatus().GetGoal() != projections.GoalDeleted {
+				have[projections.ObjectKey(o).String()] = o
+			}
+		}
+		var children []*schemas.Object
+		for _, k := range prev.Children {
+			if o, ok := have[k]; ok {
 				children = append(children, o)
 			}
 		}
-		return r.released(ctx, key, obj, spec, revision, version, inputs, children, 0, prev.Hooks), nil
+		if len(children) == len(prev.Children) {
+			return r.released(ctx, key, obj, spec, revision, version, inputs, children, 0, prev.Hooks), nil
+		}
+		// A child is gone: render the revision again to restore it.
+		if res, version, inputs, err = r.render(ctx, key, spec, revision, revisionRecord{}); err != nil {
+			return reconcilers.Result{}, err
+		}
 	}
 	// Without a cluster, dependsOn on a kind nothing reconciles would hold
 	// its dependents for ever (it never turns Ready); such objects are
@@ -248,7 +260,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 	existing, _ := r.cfg.State.List(projections.Query{Group: Group(key)})
 	var stale []*schemas.Object
 	for _, o := range existing {
-		if !want[projections.ObjectKey(o)] && owned(o, key) {
+		if !want[projections.ObjectKey(o)] && owned(o, key) && !kept(o) {
 			stale = append(stale, o)
 		}
 	}
@@ -270,7 +282,11 @@ func (r *Reconciler) released(ctx context.Context, key projections.Key, obj *sch
 		released += "; " + diff
 	}
 	out := r.summary(children, pruning, released, hooks)
-	out.Details = revisionRecord{Revision: revision, Inputs: hex.EncodeToString(inputs[:]), Chart: version, Hooks: hooks}.details()
+	keys := make([]string, len(children))
+	for i, c := range children {
+		keys[i] = projections.ObjectKey(c).String()
+	}
+	out.Details = revisionRecord{Revision: revision, Inputs: hex.EncodeToString(inputs[:]), Chart: version, Hooks: hooks, Children: keys}.details()
 	return out
 }
 
@@ -482,7 +498,7 @@ func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (reconci
 	existing, _ := r.cfg.State.List(projections.Query{Group: Group(key)})
 	var mine []*schemas.Object
 	for _, o := range existing {
-		if owned(o, key) {
+		if owned(o, key) && !kept(o) {
 			mine = append(mine, o)
 		}
 	}
@@ -572,6 +588,23 @@ func owned(o *schemas.Object, release projections.Key) bool {
 	l := o.GetMetadata().GetLabels()
 	return l[LabelReleaseNamespace] == release.Namespace && l[LabelReleaseName] == release.Name &&
 		o.GetMetadata().GetAnnotations()[gatePrefix+"owner"] == Kind+"/"+release.Namespace+"/"+release.Name
+}
+
+// AnnotationResourcePolicy "keep" on a rendered object leaves it in place
+// when the release stops rendering it (an upgrade, a rollback) and when
+// the release is deleted, as helm leaves it.
+const AnnotationResourcePolicy = "helm.sh/resource-policy"
+
+// kept reports whether o, a child, carries AnnotationResourcePolicy keep
+// (on an Apply child, in the manifest it applies).
+func kept(o *schemas.Object) bool {
+	ann := o.GetMetadata().GetAnnotations()[AnnotationResourcePolicy]
+	if o.GetKind() == "Apply" {
+		md, _ := o.GetSpec().AsMap()["manifest"].(map[string]any)["metadata"].(map[string]any)
+		a, _ := md["annotations"].(map[string]any)
+		ann, _ = a[AnnotationResourcePolicy].(string)
+	}
+	return strings.TrimSpace(ann) == "keep"
 }
 
 // reverseOrder orders objs so that an object comes before every object

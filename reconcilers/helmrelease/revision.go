@@ -17,6 +17,8 @@ type revisionRecord struct {
 	Inputs   string
 	Chart    string
 	Hooks    []string
+	// Children are the keys of the children the revision wrote.
+	Children []string
 }
 
 func (r revisionRecord) details() *structpb.Struct {
@@ -24,8 +26,12 @@ func (r revisionRecord) details() *structpb.Struct {
 	for i, h := range r.Hooks {
 		hooks[i] = h
 	}
+	children := make([]any, len(r.Children))
+	for i, c := range r.Children {
+		children[i] = c
+	}
 	s, _ := structpb.NewStruct(map[string]any{
-		"revision": float64(r.Revision), "inputs": r.Inputs, "chart": r.Chart, "hooks": hooks,
+		"revision": float64(r.Revision), "inputs": r.Inputs, "chart": r.Chart, "hooks": hooks, "children": children,
 	})
 	return s
 }
@@ -40,6 +46,9 @@ func recordedRevision(obj *schemas.Object) revisionRecord {
 	}
 	for _, h := range f["hooks"].GetListValue().GetValues() {
 		rec.Hooks = append(rec.Hooks, h.GetStringValue())
+	}
+	for _, c := range f["children"].GetListValue().GetValues() {
+		rec.Children = append(rec.Children, c.GetStringValue())
 	}
 	return rec
 }
