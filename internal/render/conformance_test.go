@@ -18,8 +18,11 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/jetplane/jetplane/internal/render"
 	kube "github.com/jetplane/jetplane/internal/testenv/kube"
@@ -227,4 +230,60 @@ func TestHelmKeepsResourcePolicyKeep(t *testing.T) {
 	if got := strings.Join(names(), " "); got != "kept" {
 		t.Fatalf("after uninstall: %s", got)
 	}
+}
+
+// TestHelmLookupKeepsPassword is helm's side of a generated password: the
+// password chart draws it on install and finds it by lookup on upgrade,
+// while a value drawn without lookup changes on every upgrade. The
+// HelmRelease e2e test TestHelmGeneratedPasswordSurvives holds jetplane
+// to the same across upgrades, a rollback and restarts; here jetplane's
+// render, given the installed Secret to look up, keeps it too.
+func TestHelmLookupKeepsPassword(t *testing.T) {
+	h := helmEnv{kube: kube.Start(t)}
+	ns := "conf-password"
+	cfg := h.config(t, ns)
+	live, err := h.install(t, cfg, loadChart(t, "password"), "rel", ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := func(objs map[string]map[string]any) string {
+		return fmt.Sprint(objs["Secret/"+ns+"/auth"]["data"].(map[string]any)["password"])
+	}
+	installed := secret(live)
+	up := action.NewUpgrade(cfg)
+	up.Namespace = ns
+	rel, err := up.RunWithContext(context.Background(), "rel", loadChart(t, "password"), map[string]any{"mode": "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rel.Manifest, "password: "+installed) {
+		t.Fatalf("helm upgrade drew a new password:\n%s", rel.Manifest)
+	}
+	// jetplane's render with lookup answered by the installed objects.
+	res, err := render.Render(loadChart(t, "password"), render.Options{ReleaseName: "rel", Namespace: ns, Revision: 2, IsUpgrade: true,
+		Values: map[string]any{"mode": "b"}, Lookup: engineProvider(h.kube.RESTConfig())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range res.Objects {
+		if o.Key().Kind == "Secret" && o.Manifest["data"].(map[string]any)["password"] != installed {
+			t.Fatalf("jetplane's upgrade render drew a new password: %v, installed %s", o.Manifest["data"], installed)
+		}
+	}
+}
+
+// clusterLookup answers lookup from an apiserver, for the core kinds the
+// conformance charts look up.
+type clusterLookup struct{ client dynamic.Interface }
+
+func engineProvider(cfg *rest.Config) clusterLookup {
+	return clusterLookup{client: dynamic.NewForConfigOrDie(cfg)}
+}
+
+func (c clusterLookup) GetClientFor(apiVersion, kind string) (dynamic.NamespaceableResourceInterface, bool, error) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return nil, false, err
+	}
+	return c.client.Resource(gv.WithResource(strings.ToLower(kind) + "s")), true, nil
 }
