@@ -600,7 +600,8 @@ const AnnotationResourcePolicy = "helm.sh/resource-policy"
 func kept(o *schemas.Object) bool {
 	ann := o.GetMetadata().GetAnnotations()[AnnotationResourcePolicy]
 	if o.GetKind() == "Apply" {
-		md, _ := o.GetSpec().AsMap()["manifest"].(map[string]any)["metadata"].(map[string]any)
+		m, _ := o.GetSpec().AsMap()["manifest"].(map[string]any)
+		md, _ := m["metadata"].(map[string]any)
 		a, _ := md["annotations"].(map[string]any)
 		ann, _ = a[AnnotationResourcePolicy].(string)
 	}
