@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
 
 	"github.com/jetplane/jetplane/internal/render"
 	"github.com/jetplane/jetplane/projections"
@@ -86,6 +87,10 @@ type Config struct {
 	// condition says when an object is ready). Objects of other kinds are
 	// ready once stored. Nil: no kind has one.
 	Reconciled func(kind string) bool
+	// ClusterLookup answers the lookups of a release that names a
+	// cluster from that cluster's live objects; nil answers them from the
+	// objects the release wrote, as for a release of jetplane objects.
+	ClusterLookup func(cluster string) (engine.ClientProvider, error)
 	// HTTPClient fetches from Helm repositories; default a client with a
 	// 30 s timeout.
 	HTTPClient *http.Client
@@ -335,6 +340,11 @@ func (r *Reconciler) render(ctx context.Context, key projections.Key, spec *Spec
 		return nil, "", inputs, reconcilers.Terminal(fmt.Errorf("chart %s %s: %w", spec.Chart.Name, version, err))
 	}
 	opts.Lookup = r.lookup(key)
+	if spec.Cluster != "" && r.cfg.ClusterLookup != nil {
+		if opts.Lookup, err = r.cfg.ClusterLookup(spec.Cluster); err != nil {
+			return nil, "", inputs, fmt.Errorf("cluster %s: %w", spec.Cluster, err)
+		}
+	}
 	res, err := render.Render(c, opts)
 	var rerr *render.Error
 	if errors.As(err, &rerr) {

@@ -4,11 +4,17 @@ import (
 	"context"
 	"strings"
 
+	"helm.sh/helm/v3/pkg/engine"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 
 	"github.com/jetplane/jetplane/schemas"
 	"github.com/jetplane/jetplane/schemas/manifest"
@@ -128,3 +134,37 @@ func (r lookupResource) List(context.Context, metav1.ListOptions) (*unstructured
 }
 
 func runtimeCopy(m map[string]any) map[string]any { return deepCopy(m) }
+
+// ClusterLookup answers a chart's lookup from a Kubernetes cluster's live
+// objects, as helm's lookup does on the cluster it installs into: kinds
+// are mapped to resources by the cluster's discovery, read once and
+// refreshed when a kind is unknown.
+func ClusterLookup(cfg *rest.Config) (engine.ClientProvider, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return clusterLookup{client: client, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
+}
+
+type clusterLookup struct {
+	client dynamic.Interface
+	mapper *restmapper.DeferredDiscoveryRESTMapper
+}
+
+func (c clusterLookup) GetClientFor(apiVersion, kind string) (dynamic.NamespaceableResourceInterface, bool, error) {
+	gvk := schema.FromAPIVersionAndKind(apiVersion, kind)
+	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		c.mapper.Reset()
+		m, err = c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return c.client.Resource(m.Resource), m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+}
