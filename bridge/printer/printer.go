@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -254,8 +255,16 @@ func ToYAML(raw []byte) ([]byte, error) {
 	return buf.Bytes(), enc.Close()
 }
 
+// yaml11Scalar matches the strings a YAML 1.1 reader (kubectl's, helm's)
+// takes for a boolean or a base-60 number: printed plain, "no" would come
+// back as false.
+var yaml11Scalar = regexp.MustCompile(`^(y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF|[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?)$`)
+
 func blockStyle(n *yaml.Node) {
 	n.Style = 0
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && yaml11Scalar.MatchString(n.Value) {
+		n.Style = yaml.DoubleQuotedStyle
+	}
 	for _, c := range n.Content {
 		blockStyle(c)
 	}

@@ -3,12 +3,14 @@ package printer
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jetplane/jetplane/schemas"
 	"google.golang.org/protobuf/encoding/protojson"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 func items(t *testing.T, docs ...string) []Item {
@@ -187,5 +189,30 @@ func TestReadyInANotReadyPhase(t *testing.T) {
 		if got := Ready(tt.st); got != tt.want {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestYAMLReadsBackAsKubectlReads prints strings a YAML 1.1 reader would
+// take for booleans or numbers, and reads the output back as kubectl
+// does: every value must come back a string.
+func TestYAMLReadsBackAsKubectlReads(t *testing.T) {
+	in := `{"no":"no","a":"yes","b":"on","c":"off","d":"y","e":"N","f":"Off","g":"12:30","h":"true","i":"010","j":"plain"}`
+	out, err := ToYAML([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := sigsyaml.YAMLToJSON(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, got map[string]any
+	if err := json.Unmarshal([]byte(in), &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(j, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(want, got) {
+		t.Fatalf("printed:\n%s\nread back %v", out, got)
 	}
 }

@@ -228,7 +228,7 @@ listed on stderr as not run.`,
 			if ns == "" {
 				ns = "default"
 			}
-			res, err := render.Render(c, render.Options{ReleaseName: args[0], Namespace: ns, Revision: 1, KubeVersion: kubeVersion, Values: values})
+			res, err := render.Render(c, render.Options{ReleaseName: args[0], Namespace: ns, Revision: 1, KubeVersion: kubeVersion, ForCluster: cluster != "", Values: values})
 			if err != nil {
 				return err
 			}

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
+
+	"helm.sh/helm/v3/pkg/engine"
 
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/events"
@@ -33,6 +36,7 @@ func (a *App) newHelmRelease(charts *events.Charts, ar *apply.Reconciler) (*helm
 	}
 	if ar != nil {
 		cfg.Capabilities = ar.Capabilities
+		cfg.ClusterLookup = a.clusterLookup()
 	}
 	return helmrelease.New(cfg)
 }
@@ -115,3 +119,33 @@ func openCharts(ctx context.Context, l *events.Log, logger *slog.Logger) (*event
 type helmState struct{ clearSecrets }
 
 func (h helmState) List(q projections.Query) ([]*schemas.Object, uint64) { return h.store.List(q) }
+
+// clusterLookup answers a release's lookups from the live objects of the
+// cluster it names, one client per cluster.
+func (a *App) clusterLookup() func(string) (engine.ClientProvider, error) {
+	var mu sync.Mutex
+	made := map[string]engine.ClientProvider{}
+	return func(name string) (engine.ClientProvider, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if p, ok := made[name]; ok {
+			return p, nil
+		}
+		for _, c := range a.cfg.Clusters {
+			if c.Name != name {
+				continue
+			}
+			rc, err := c.RESTConfig()
+			if err != nil {
+				return nil, err
+			}
+			p, err := helmrelease.ClusterLookup(rc)
+			if err != nil {
+				return nil, err
+			}
+			made[name] = p
+			return p, nil
+		}
+		return nil, fmt.Errorf("no cluster named %q", name)
+	}
+}

@@ -83,7 +83,7 @@ func TestHelmReleaseBadInput(t *testing.T) {
 		{"values of the wrong type", spec("typed", "0.1.0", "{replicas: three}"), "Failed", []string{"values don't meet the specifications of the schema", "replicas", "want integer"}},
 		{"values not an object", spec("web", "0.1.0", "[1, 2]"), "Failed", []string{"spec.values: must be an object (the chart's values), not a list"}},
 		{"missing chart version", spec("web", "9.9.9", "{}"), "Error", []string{"spec.chart: web:9.9.9 has not been pushed; push it with `jetplane chart push PATH web:9.9.9`"}},
-		{"invalid object", spec("invalid", "0.1.0", "{}"), "Failed", []string{"invalid/templates/bad.yaml:1", `metadata.name: "Web_Settings" is not a valid name`}},
+		{"invalid object", spec("invalid", "0.1.0", "{}"), "Failed", []string{"invalid/templates/bad.yaml:5", `metadata.name: "Web_Settings" is not a valid name`}},
 		{"dangling depends-on", spec("dangling", "0.1.0", "{}"), "Failed", []string{"dangling/templates/dep.yaml:1", "annotation jetplane.dev/depends-on: ConfigMap/shop/missing is not rendered by this release"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/jetplane/jetplane/bridge/kube"
 	"github.com/jetplane/jetplane/internal/app"
@@ -177,6 +179,111 @@ func BenchmarkHelmRelease(b *testing.B) {
 		b.ReportMetric(float64(childEvents)/float64(b.N), "child-events/revision")
 		b.ReportMetric(float64(changed)/float64(b.N), "children-changed/revision")
 		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms-to-ready")
+	})
+
+	// A rollback: revision 1's spec read from the history and applied
+	// again, as `jetplane rollback --to-revision 1` does, until Ready.
+	b.Run("rollback", func(b *testing.B) {
+		n++
+		name := fmt.Sprintf("rollback-%d", n)
+		k := projections.Key{Kind: helmrelease.Kind, Namespace: "apps", Name: name}
+		apply(b, release(name, "v0"))
+		waitReady(b, k, 1)
+		gen := int64(1)
+		for b.Loop() {
+			b.StopTimer()
+			gen++
+			apply(b, release(name, fmt.Sprintf("v%d", gen)))
+			waitReady(b, k, gen)
+			settle(b, a)
+			b.StartTimer()
+			hist, err := a.Log().History(b.Context(), k.Proto())
+			if err != nil {
+				b.Fatal(err)
+			}
+			old, err := helmrelease.Revision(hist, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			j, err := protojson.Marshal(old)
+			if err != nil {
+				b.Fatal(err)
+			}
+			apply(b, string(j))
+			gen++
+			waitReady(b, k, gen)
+		}
+		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms-to-ready")
+	})
+
+	// The helm library's own install, upgrade and rollback of the same
+	// chart against the same apiserver, in the same run: the reference.
+	helmChart, err := loader.LoadArchive(strings.NewReader(string(archive)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	helmConfig := func(b *testing.B, ns string) *action.Configuration {
+		flags := genericclioptions.NewConfigFlags(false)
+		kc := env.Kubeconfig()
+		flags.KubeConfig, flags.Namespace = &kc, &ns
+		cfg := new(action.Configuration)
+		if err := cfg.Init(flags, ns, "memory", func(string, ...any) {}); err != nil {
+			b.Fatal(err)
+		}
+		return cfg
+	}
+	helmInstall := func(b *testing.B, cfg *action.Configuration, name string) {
+		in := action.NewInstall(cfg)
+		in.ReleaseName, in.Namespace = name, name
+		if _, err := in.RunWithContext(b.Context(), helmChart, map[string]any{"changed": "a"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	helmUpgrade := func(b *testing.B, cfg *action.Configuration, name, changed string) {
+		up := action.NewUpgrade(cfg)
+		up.Namespace = name
+		if _, err := up.RunWithContext(b.Context(), name, helmChart, map[string]any{"changed": changed}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("helm-install", func(b *testing.B) {
+		for b.Loop() {
+			n++
+			name := fmt.Sprintf("helm-install-%d", n)
+			helmInstall(b, helmConfig(b, name), name)
+		}
+		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms-to-applied")
+	})
+	b.Run("helm-upgrade", func(b *testing.B) {
+		n++
+		name := fmt.Sprintf("helm-upgrade-%d", n)
+		cfg := helmConfig(b, name)
+		helmInstall(b, cfg, name)
+		i := 0
+		for b.Loop() {
+			i++
+			helmUpgrade(b, cfg, name, fmt.Sprintf("v%d", i))
+		}
+		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms-to-applied")
+	})
+	b.Run("helm-rollback", func(b *testing.B) {
+		n++
+		name := fmt.Sprintf("helm-rollback-%d", n)
+		cfg := helmConfig(b, name)
+		helmInstall(b, cfg, name)
+		i := 0
+		for b.Loop() {
+			b.StopTimer()
+			i++
+			helmUpgrade(b, cfg, name, fmt.Sprintf("v%d", i))
+			b.StartTimer()
+			rb := action.NewRollback(cfg)
+			rb.Version = 1
+			if err := rb.Run(name); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms-to-applied")
 	})
 }
 

@@ -15,16 +15,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
+	"go.yaml.in/yaml/v3"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/releaseutil"
-	"sigs.k8s.io/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
@@ -63,6 +67,13 @@ type Options struct {
 	// APIVersions are the cluster's group/versions and group/version/Kind
 	// resources; empty uses helm's built-in set.
 	APIVersions []string
+	// ForCluster says the objects are bound for a Kubernetes cluster (the
+	// release names one): they are checked by Kubernetes' own types only,
+	// not by the rules of the Pods jetplane runs itself.
+	ForCluster bool
+	// Lookup answers the chart's `lookup` calls; nil finds nothing, as
+	// helm template does.
+	Lookup engine.ClientProvider `json:"-"`
 	// Values are the release's values, merged over the chart's defaults.
 	Values map[string]any
 }
@@ -92,6 +103,9 @@ type Result struct {
 	// Unsupported lists what the chart holds that jetplane does not run:
 	// hooks and tests, as "template: Kind/name (hook events)".
 	Unsupported []string
+	// Hooks are the hook and test objects, set aside as helm sets them
+	// aside, in template order.
+	Hooks []Object
 	// Notes is the rendered NOTES.txt, if any.
 	Notes string
 }
@@ -151,6 +165,9 @@ func Render(c *chart.Chart, opts Options) (*Result, error) {
 		return nil, &Error{Template: "Chart.yaml", Reason: fmt.Sprintf("kubeVersion: chart requires %s; the target is %s",
 			c.Metadata.KubeVersion, caps.KubeVersion.Version)}
 	}
+	if err := checkDependencies(c); err != nil {
+		return nil, err
+	}
 	if err := chartutil.ProcessDependenciesWithMerge(c, opts.Values); err != nil {
 		return nil, &Error{Reason: "dependencies: " + err.Error()}
 	}
@@ -161,7 +178,12 @@ func Render(c *chart.Chart, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, &Error{Template: "values", Reason: err.Error()}
 	}
-	files, err := engine.Engine{}.Render(c, vals)
+	var files map[string]string
+	if opts.Lookup != nil {
+		files, err = engine.RenderWithClientProvider(c, vals, opts.Lookup)
+	} else {
+		files, err = engine.Engine{}.Render(c, vals)
+	}
 	if err != nil {
 		return nil, &Error{Reason: strings.TrimPrefix(err.Error(), "template: ")}
 	}
@@ -179,8 +201,9 @@ func Render(c *chart.Chart, opts Options) (*Result, error) {
 	slices.Sort(names)
 	// CRDs in crds/ are not templates: helm installs them as they are,
 	// before everything else.
+	sources := templateSources(c)
 	for _, crd := range c.CRDObjects() {
-		objs, err := decodeFile(crd.Filename, string(crd.File.Data), opts.Namespace)
+		objs, _, err := decodeFile(crd.Filename, string(crd.File.Data), string(crd.File.Data), opts)
 		if err != nil {
 			return nil, err
 		}
@@ -191,17 +214,16 @@ func Render(c *chart.Chart, opts Options) (*Result, error) {
 		if base := name[strings.LastIndexByte(name, '/')+1:]; strings.HasPrefix(base, "_") {
 			continue
 		}
-		objs, err := decodeFile(name, files[name], opts.Namespace)
+		objs, hooks, err := decodeFile(name, files[name], sources[name], opts)
 		if err != nil {
 			return nil, err
 		}
-		for _, o := range objs {
-			if hook := o.Object.GetMetadata().GetAnnotations()[hookAnnotation]; hook != "" {
-				res.Unsupported = append(res.Unsupported, fmt.Sprintf("%s: %s (%s)", o.Template, o.Key(), hook))
-				continue
-			}
-			res.Objects = append(res.Objects, o)
+		for _, o := range hooks {
+			hook := o.Object.GetMetadata().GetAnnotations()[hookAnnotation]
+			res.Hooks = append(res.Hooks, o)
+			res.Unsupported = append(res.Unsupported, fmt.Sprintf("%s: %s (%s)", o.Template, o.Key(), hook))
 		}
+		res.Objects = append(res.Objects, objs...)
 	}
 	if err := checkDuplicates(res.Objects); err != nil {
 		return nil, err
@@ -213,84 +235,353 @@ func Render(c *chart.Chart, opts Options) (*Result, error) {
 	return res, nil
 }
 
-// decodeFile splits one rendered file into documents and decodes each,
-// with errors naming the file and the line the document starts on.
-func decodeFile(name, content, namespace string) ([]Object, error) {
-	var out []Object
-	for _, d := range splitDocs(content) {
-		if strings.TrimSpace(stripComments(d.text)) == "" {
-			continue
-		}
-		objs, err := manifest.Decode("", []byte(d.text))
-		if err != nil {
-			var es manifest.Errors
-			reason := err.Error()
-			if errors.As(err, &es) && len(es) > 0 {
-				parts := make([]string, len(es))
-				for i, e := range es {
-					e.Doc, e.Source = 0, ""
-					parts[i] = e.Error()
-				}
-				reason = strings.Join(parts, "; ")
-			}
-			return nil, &Error{Template: name, Line: d.line, Reason: reason}
-		}
-		var raw map[string]any
-		j, err := yaml.YAMLToJSON([]byte(d.text))
-		if err == nil {
-			err = json.Unmarshal(j, &raw)
-		}
-		if err != nil || len(objs) != 1 {
-			return nil, &Error{Template: name, Line: d.line, Reason: "expected one object per document (a List is not supported in a chart)"}
-		}
-		o := objs[0]
-		md := o.Metadata
-		scoped := manifest.IsClusterScoped(projections.ObjectKey(o).Kind)
-		if !scoped && md.GetNamespace() == "" {
-			md.Namespace = namespace
-			meta, _ := raw["metadata"].(map[string]any)
-			meta["namespace"] = namespace
-		}
-		if scoped {
-			md.Namespace = ""
-		}
-		out = append(out, Object{Template: name, Line: d.line, Object: o, Manifest: raw})
+// checkDependencies refuses a chart whose Chart.yaml names a dependency
+// its charts/ directory lacks, with the message helm install gives.
+func checkDependencies(c *chart.Chart) error {
+	if c.Metadata == nil {
+		return nil
 	}
-	return out, nil
+	have := map[string]bool{}
+	for _, d := range c.Dependencies() {
+		have[d.Name()] = true
+	}
+	var missing []string
+	for _, d := range c.Metadata.Dependencies {
+		if !have[d.Name] {
+			missing = append(missing, d.Name)
+		}
+	}
+	if len(missing) > 0 {
+		return &Error{Template: "Chart.yaml", Reason: "dependencies: found in Chart.yaml, but missing in charts/ directory: " + strings.Join(missing, ", ") +
+			" (vendor them: helm dependency build)"}
+	}
+	return nil
 }
+
+// templateSources maps each template's rendered name (chart path and
+// file, as helm's engine names it) to its source text.
+func templateSources(c *chart.Chart) map[string]string {
+	out := map[string]string{}
+	var walk func(c *chart.Chart)
+	walk = func(c *chart.Chart) {
+		for _, t := range c.Templates {
+			out[path.Join(c.ChartFullPath(), t.Name)] = string(t.Data)
+		}
+		for _, d := range c.Dependencies() {
+			walk(d)
+		}
+	}
+	walk(c)
+	return out
+}
+
+// decodeFile splits one rendered file into documents as helm does and
+// decodes each; hooks and tests are returned apart, undecoded. Errors name
+// the template file and the template's line.
+func decodeFile(name, content, source string, opts Options) (objs []Object, hooks []Object, err error) {
+	for _, d := range splitDocs(content) {
+		at := func(rendered int) int { return templateLine(source, content, d.line+rendered-1) }
+		j, yerr := sigsyaml.YAMLToJSON([]byte(d.text))
+		if yerr != nil {
+			line := d.line
+			if m := yamlLineRE.FindStringSubmatch(yerr.Error()); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				line = d.line + n - 1
+			}
+			return nil, nil, &Error{Template: name, Line: templateLine(source, content, line), Reason: "invalid YAML: " + strings.TrimPrefix(yerr.Error(), "error converting YAML to JSON: yaml: ")}
+		}
+		var raw any
+		if err := json.Unmarshal(j, &raw); err != nil {
+			return nil, nil, &Error{Template: name, Line: at(1), Reason: err.Error()}
+		}
+		if raw == nil {
+			continue // only comments
+		}
+		m, ok := raw.(map[string]any)
+		if !ok {
+			return nil, nil, &Error{Template: name, Line: at(1), Reason: "expected a mapping with apiVersion, kind and metadata"}
+		}
+		// A kind: List is flattened, as helm's Kubernetes client does.
+		items := []map[string]any{m}
+		prefix := []string{""}
+		if kind, _ := m["kind"].(string); strings.HasSuffix(kind, "List") {
+			if list, ok := m["items"].([]any); ok {
+				items, prefix = nil, nil
+				for i, it := range list {
+					im, ok := it.(map[string]any)
+					if !ok {
+						return nil, nil, &Error{Template: name, Line: at(fieldLine(d.text, fmt.Sprintf("items[%d]", i))),
+							Reason: fmt.Sprintf("items[%d]: expected an object", i)}
+					}
+					items = append(items, im)
+					prefix = append(prefix, fmt.Sprintf("items[%d]", i))
+				}
+			}
+		}
+		for i, item := range items {
+			if isHook(item) {
+				// Set aside as helm sets hooks and tests aside: they are
+				// not objects of the release, and not checked as such.
+				o, err := hookObject(item, opts.Namespace)
+				if err != nil {
+					return nil, nil, &Error{Template: name, Line: at(1), Reason: "hook: " + err.Error()}
+				}
+				o.Template, o.Line = name, at(1)
+				hooks = append(hooks, o)
+				continue
+			}
+			o, err := decodeObject(item, opts)
+			if err != nil {
+				var es manifest.Errors
+				reason := err.Error()
+				line := 1
+				if errors.As(err, &es) && len(es) > 0 {
+					parts := make([]string, len(es))
+					for k, e := range es {
+						e.Doc, e.Source = 0, ""
+						if prefix[i] != "" && e.Field != "" {
+							e.Field = prefix[i] + "." + e.Field
+						}
+						parts[k] = e.Error()
+					}
+					reason = strings.Join(parts, "; ")
+					line = fieldLine(d.text, es[0].Field)
+				}
+				if kind, _ := item["kind"].(string); !opts.ForCluster && (kind == "Pod" || kind == "Node") {
+					reason += " (jetplane runs this " + kind + " itself, so jetplane's own rules apply; a release with spec.cluster installs it into Kubernetes instead)"
+				}
+				return nil, nil, &Error{Template: name, Line: at(line), Reason: reason}
+			}
+			o.Template, o.Line = name, at(1)
+			objs = append(objs, o)
+		}
+	}
+	return objs, hooks, nil
+}
+
+// decodeObject turns one rendered Kubernetes object into jetplane's form.
+func decodeObject(m map[string]any, opts Options) (Object, error) {
+	namespace := opts.Namespace
+	j, err := json.Marshal(m)
+	if err != nil {
+		return Object{}, err
+	}
+	decode := manifest.Decode
+	if opts.ForCluster {
+		decode = manifest.DecodeKubernetes
+	}
+	objs, err := decode("", j)
+	if err != nil {
+		return Object{}, err
+	}
+	if len(objs) != 1 {
+		return Object{}, fmt.Errorf("expected one object, got %d", len(objs))
+	}
+	o := objs[0]
+	md := o.Metadata
+	scoped := manifest.IsClusterScoped(projections.ObjectKey(o).Kind)
+	if !scoped && md.GetNamespace() == "" {
+		md.Namespace = namespace
+		meta, _ := m["metadata"].(map[string]any)
+		if meta == nil {
+			meta = map[string]any{}
+			m["metadata"] = meta
+		}
+		meta["namespace"] = namespace
+	}
+	if scoped {
+		md.Namespace = ""
+	}
+	return Object{Object: o, Manifest: m}, nil
+}
+
+// hookObject reads what jetplane needs of a hook or test object (its
+// kind, name, namespace and annotations), without the checks of an object
+// jetplane stores.
+func hookObject(m map[string]any, namespace string) (Object, error) {
+	str := func(v any) string { s, _ := v.(string); return s }
+	md, _ := m["metadata"].(map[string]any)
+	kind, apiVersion, name := str(m["kind"]), str(m["apiVersion"]), str(md["name"])
+	if kind == "" || apiVersion == "" || name == "" {
+		return Object{}, errors.New("apiVersion, kind and metadata.name are required")
+	}
+	ann := map[string]string{}
+	if a, ok := md["annotations"].(map[string]any); ok {
+		for k, v := range a {
+			ann[k] = str(v)
+		}
+	}
+	o := &schemas.Object{ApiVersion: apiVersion, Kind: kind, Metadata: &schemas.ObjectMeta{Name: name, Namespace: str(md["namespace"]), Annotations: ann}}
+	scoped := manifest.IsClusterScoped(projections.ObjectKey(o).Kind)
+	switch {
+	case scoped:
+		o.Metadata.Namespace = ""
+	case o.Metadata.Namespace == "":
+		o.Metadata.Namespace = namespace
+		md["namespace"] = namespace
+	}
+	return Object{Object: o, Manifest: m}, nil
+}
+
+func isHook(m map[string]any) bool {
+	md, _ := m["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	h, _ := ann[hookAnnotation].(string)
+	return h != ""
+}
+
+var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+
+// helmSeparator is where helm splits a rendered file into documents
+// (releaseutil.SplitManifests): "---" at the start of the file or after a
+// newline, with the whitespace around it, so "---# comment", which a
+// template's "---" followed by "{{- if … -}}" renders, is a separator too.
+var helmSeparator = regexp.MustCompile("(?:^|\\s*\n)---\\s*")
 
 type doc struct {
 	text string
-	line int // 1-based line of the document's first line
+	line int // 1-based line of the rendered output the document starts on
 }
 
-// splitDocs splits a YAML stream at "---" lines.
+// splitDocs splits a rendered file as helm does: the file is trimmed, cut
+// at helmSeparator, and each document trimmed of the whitespace around it;
+// helm then writes each document followed by one newline, so a final
+// "|+" block keeps exactly one.
 func splitDocs(s string) []doc {
+	trimmed := strings.TrimSpace(s)
+	lead := len(s) - len(strings.TrimLeftFunc(s, unicode.IsSpace))
+	first := 1 + strings.Count(s[:lead], "\n")
 	var docs []doc
-	lines := strings.SplitAfter(s, "\n")
-	start := 0
-	var b strings.Builder
-	for i, l := range lines {
-		t := strings.TrimRight(l, " \t\r\n")
-		if t == "---" || strings.HasPrefix(t, "--- ") {
-			docs = append(docs, doc{text: b.String(), line: start + 1})
-			b.Reset()
-			start = i + 1
+	prev := 0
+	cuts := append(helmSeparator.FindAllStringIndex(trimmed, -1), []int{len(trimmed), len(trimmed)})
+	for _, c := range cuts {
+		part := trimmed[prev:c[0]]
+		t := strings.TrimSpace(part)
+		if t != "" {
+			skip := len(part) - len(strings.TrimLeftFunc(part, unicode.IsSpace))
+			line := first + strings.Count(trimmed[:prev+skip], "\n")
+			docs = append(docs, doc{text: t + "\n", line: line})
+		}
+		prev = c[1]
+	}
+	return docs
+}
+
+// templateLine maps line n of a template's rendered output back to the
+// template's own line: rendered lines that appear verbatim in the template
+// anchor the mapping (in order); a line between anchors is counted from
+// the anchor before it, and kept before the anchor after it.
+func templateLine(source, rendered string, n int) int {
+	if source == "" || n < 1 {
+		return n
+	}
+	src := strings.Split(source, "\n")
+	out := strings.Split(rendered, "\n")
+	if n > len(out) {
+		return n
+	}
+	// anchors[i] is the template line (1-based) of rendered line i+1, or 0.
+	anchors := make([]int, len(out))
+	next := 0
+	for i, l := range out {
+		if strings.TrimSpace(l) == "" {
 			continue
 		}
-		b.WriteString(l)
-	}
-	return append(docs, doc{text: b.String(), line: start + 1})
-}
-
-func stripComments(s string) string {
-	var b strings.Builder
-	for l := range strings.Lines(s) {
-		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
-			b.WriteString(l)
+		for k := next; k < len(src); k++ {
+			if src[k] == l {
+				anchors[i] = k + 1
+				next = k + 1
+				break
+			}
 		}
 	}
-	return b.String()
+	if anchors[n-1] > 0 {
+		return anchors[n-1]
+	}
+	before, beforeT := 0, 0
+	for i := n - 2; i >= 0; i-- {
+		if anchors[i] > 0 {
+			before, beforeT = i+1, anchors[i]
+			break
+		}
+	}
+	line := beforeT + (n - before)
+	for i := n; i < len(out); i++ {
+		if anchors[i] > 0 {
+			line = min(line, anchors[i]-1)
+			break
+		}
+	}
+	return max(line, 1)
+}
+
+// fieldLine is the 1-based line, in a YAML document, of the field a
+// manifest error names (such as metadata.name or spec.volumes[0]); the
+// deepest part found, or 1. For a key given twice, the last one, which
+// is the one that counts.
+func fieldLine(text, field string) int {
+	var root yaml.Node
+	if yaml.Unmarshal([]byte(text), &root) != nil || len(root.Content) == 0 {
+		return 1
+	}
+	n := root.Content[0]
+	line := n.Line
+	for _, part := range fieldParts(field) {
+		var next *yaml.Node
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == part {
+					next = n.Content[i+1]
+					line = n.Content[i].Line
+				}
+			}
+		case yaml.SequenceNode:
+			if i, err := strconv.Atoi(part); err == nil && i >= 0 && i < len(n.Content) {
+				next = n.Content[i]
+				line = next.Line
+			}
+		}
+		if next == nil {
+			break
+		}
+		n = next
+	}
+	return max(line, 1)
+}
+
+// fieldParts splits a manifest field path: a.b[0]["c.d"] → a, b, 0, c.d.
+func fieldParts(field string) []string {
+	var parts []string
+	var b strings.Builder
+	flush := func() {
+		if b.Len() > 0 {
+			parts = append(parts, b.String())
+			b.Reset()
+		}
+	}
+	for i := 0; i < len(field); i++ {
+		switch c := field[i]; c {
+		case '.':
+			flush()
+		case '[':
+			flush()
+			end := strings.IndexByte(field[i:], ']')
+			if end < 0 {
+				return parts
+			}
+			inner := field[i+1 : i+end]
+			if uq, err := strconv.Unquote(inner); err == nil {
+				inner = uq
+			}
+			parts = append(parts, inner)
+			i += end
+		default:
+			b.WriteByte(c)
+		}
+	}
+	flush()
+	return parts
 }
 
 func checkDuplicates(objs []Object) error {

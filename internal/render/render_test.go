@@ -147,7 +147,9 @@ func TestErrors(t *testing.T) {
 		{"parse error", map[string]string{"templates/a.yaml": "x: {{ .Values.a "}, nil, "web/templates/a.yaml:1"},
 		{"required value", map[string]string{"templates/a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ required \"name is required\" .Values.name }}\n"}, nil, "web/templates/a.yaml:4:11"},
 		{"not YAML", map[string]string{"templates/a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n\tkey: [\n"}, nil, "web/templates/a.yaml:5"},
-		{"invalid name", map[string]string{"templates/a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Bad_Name}\n"}, nil, `web/templates/a.yaml:1: metadata.name: "Bad_Name" is not a valid name`},
+		{"invalid name", map[string]string{"templates/a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Bad_Name}\n"}, nil, `web/templates/a.yaml:3: metadata.name: "Bad_Name" is not a valid name`},
+		{"template line", map[string]string{"templates/a.yaml": "apiVersion: v1\nkind: ConfigMap\n{{- if true }}\n{{- end }}\nmetadata:\n  name: {{ \"Bad_Name\" }}\n"}, nil, `web/templates/a.yaml:6: metadata.name`},
+		{"YAML error line", map[string]string{"templates/a.yaml": "{{- /* a comment */}}\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  labels: {{ \"[\" }}\n"}, nil, `web/templates/a.yaml:6: invalid YAML`},
 		{"duplicate", map[string]string{"templates/a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n", "templates/b.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"}, nil, "web/templates/b.yaml:1: ConfigMap/shop/a is also rendered by web/templates/a.yaml:1"},
 		{"bad reference", map[string]string{"templates/a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  annotations: {jetplane.dev/depends-on: nonsense}\n"}, nil, "write Kind/name or Kind/namespace/name"},
 		{"schema", map[string]string{"values.schema.json": `{"properties": {"replicas": {"type": "integer"}}}`, "templates/a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"}, map[string]any{"replicas": "two"}, "values: values don't meet the specifications"},
@@ -168,5 +170,44 @@ func TestLoadLimit(t *testing.T) {
 	}
 	if _, err := render.Load([]byte("not a tgz")); err == nil {
 		t.Fatal("garbage loaded")
+	}
+}
+
+// A chart's Pods are jetplane's to run unless the release names a
+// cluster; hooks and tests are set aside before any check, as helm sets
+// them aside.
+func TestPodRulesOnlyForPodsJetplaneRuns(t *testing.T) {
+	files := map[string]string{
+		"templates/pod.yaml": `apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  containers: [{name: web, image: web:1}]
+  volumes: [{name: conf, configMap: {name: conf}}]
+`,
+		"templates/tests/test.yaml": `apiVersion: v1
+kind: Pod
+metadata:
+  name: web-test
+  annotations: {helm.sh/hook: test}
+spec:
+  containers: [{name: t, image: busybox, volumeMounts: [{name: conf, mountPath: /c}]}]
+  volumes: [{name: conf, configMap: {name: conf}}]
+`,
+	}
+	_, err := renderFiles(t, files, render.Options{ReleaseName: "web", Namespace: "shop"})
+	if err == nil || !strings.Contains(err.Error(), "web/templates/pod.yaml:6: spec.volumes[0]") || !strings.Contains(err.Error(), "jetplane runs this Pod itself") {
+		t.Fatalf("a Pod jetplane runs: %v", err)
+	}
+	res, err := renderFiles(t, files, render.Options{ReleaseName: "web", Namespace: "shop", ForCluster: true})
+	if err != nil {
+		t.Fatalf("bound for a cluster: %v", err)
+	}
+	if got := strings.Join(keys(res), " "); got != "Pod/shop/web" || len(res.Hooks) != 1 || res.Hooks[0].Key().String() != "Pod/shop/web-test" {
+		t.Fatalf("objects %s, hooks %v", got, res.Hooks)
+	}
+	delete(files, "templates/pod.yaml")
+	if _, err := renderFiles(t, files, render.Options{ReleaseName: "web", Namespace: "shop"}); err != nil {
+		t.Fatalf("a test hook is not checked as a Pod jetplane runs: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package helmrelease
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
 
 	"github.com/jetplane/jetplane/internal/render"
 	"github.com/jetplane/jetplane/projections"
@@ -85,6 +87,10 @@ type Config struct {
 	// condition says when an object is ready). Objects of other kinds are
 	// ready once stored. Nil: no kind has one.
 	Reconciled func(kind string) bool
+	// ClusterLookup answers the lookups of a release that names a
+	// cluster from that cluster's live objects; nil answers them from the
+	// objects the release wrote, as for a release of jetplane objects.
+	ClusterLookup func(cluster string) (engine.ClientProvider, error)
 	// HTTPClient fetches from Helm repositories; default a client with a
 	// 30 s timeout.
 	HTTPClient *http.Client
@@ -198,9 +204,35 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 	}
 	r.noteRefs(key, spec)
 	revision := int(obj.GetMetadata().GetGeneration())
-	res, version, err := r.render(ctx, key, spec, revision)
+	prev := recordedRevision(obj)
+	res, version, inputs, err := r.render(ctx, key, spec, revision, prev)
 	if err != nil {
 		return reconcilers.Result{}, err
+	}
+	if res == nil {
+		// This revision was rendered and written before (by this
+		// process or an earlier one): its children are what it wrote.
+		// Rendering again would draw new random values.
+		have := map[string]*schemas.Object{}
+		existing, _ := r.cfg.State.List(projections.Query{Group: Group(key)})
+		for _, o := range existing {
+			if owned(o, key) && o.GetStatus().GetGoal() != projections.GoalDeleted {
+				have[projections.ObjectKey(o).String()] = o
+			}
+		}
+		var children []*schemas.Object
+		for _, k := range prev.Children {
+			if o, ok := have[k]; ok {
+				children = append(children, o)
+			}
+		}
+		if len(children) == len(prev.Children) {
+			return r.released(ctx, key, obj, spec, revision, version, inputs, children, 0, prev.Hooks), nil
+		}
+		// A child is gone: render the revision again to restore it.
+		if res, version, inputs, err = r.render(ctx, key, spec, revision, revisionRecord{}); err != nil {
+			return reconcilers.Result{}, err
+		}
 	}
 	// Without a cluster, dependsOn on a kind nothing reconciles would hold
 	// its dependents for ever (it never turns Ready); such objects are
@@ -233,13 +265,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 	existing, _ := r.cfg.State.List(projections.Query{Group: Group(key)})
 	var stale []*schemas.Object
 	for _, o := range existing {
-		if !want[projections.ObjectKey(o)] && owned(o, key) {
+		if !want[projections.ObjectKey(o)] && owned(o, key) && !kept(o) {
 			stale = append(stale, o)
 		}
 	}
 	if err := r.prune(ctx, obj, stale); err != nil {
 		return reconcilers.Result{}, err
 	}
+	return r.released(ctx, key, obj, spec, revision, version, inputs, children, len(stale), res.Unsupported), nil
+}
+
+// released is the status of a release whose revision is written.
+func (r *Reconciler) released(ctx context.Context, key projections.Key, obj *schemas.Object, spec *Spec, revision int, version string,
+	inputs [32]byte, children []*schemas.Object, pruning int, hooks []string) reconcilers.Result {
 	diff, err := r.valuesDiff(ctx, key, obj)
 	if err != nil {
 		diff = "values diff unavailable: " + err.Error()
@@ -248,58 +286,96 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 	if diff != "" {
 		released += "; " + diff
 	}
-	return r.summary(children, len(stale), released, res.Unsupported), nil
+	out := r.summary(children, pruning, released, hooks)
+	keys := make([]string, len(children))
+	for i, c := range children {
+		keys[i] = projections.ObjectKey(c).String()
+	}
+	out.Details = revisionRecord{Revision: revision, Inputs: hex.EncodeToString(inputs[:]), Chart: version, Hooks: hooks, Children: keys}.details()
+	return out
 }
 
 // render fetches the chart, gathers the values and renders. Errors the
 // release is to blame for are terminal.
-func (r *Reconciler) render(ctx context.Context, key projections.Key, spec *Spec, revision int) (_ *render.Result, _ string, err error) {
+//
+// It returns a nil Result, and no error, when prev recorded this very
+// revision rendered from the same inputs: the revision is written and
+// must not be drawn again.
+func (r *Reconciler) render(ctx context.Context, key projections.Key, spec *Spec, revision int, prev revisionRecord) (_ *render.Result, _ string, inputs [32]byte, err error) {
 	archive, version, err := r.fetch(ctx, spec)
 	if err != nil {
-		return nil, "", err
+		return nil, "", inputs, err
 	}
 	values, secrets, err := r.values(key, spec)
 	if err != nil {
-		return nil, "", err
+		return nil, "", inputs, err
 	}
 	// A chart's fail or a template error may quote values; those read
 	// from Secrets never reach the release's status.
 	defer func() { err = redact(err, secrets) }()
 	opts := render.Options{
 		ReleaseName: key.Name, Namespace: spec.ReleaseNamespace, Revision: revision, IsUpgrade: revision > 1,
-		Values: values,
+		ForCluster: spec.Cluster != "", Values: values,
 	}
 	if spec.Cluster != "" {
 		if r.cfg.Capabilities == nil {
-			return nil, "", reconcilers.Terminal(fieldError("spec.cluster", fmt.Sprintf("%q: jetplane has no Kubernetes clusters configured (serve --clusters)", spec.Cluster)))
+			return nil, "", inputs, reconcilers.Terminal(fieldError("spec.cluster", fmt.Sprintf("%q: jetplane has no Kubernetes clusters configured (serve --clusters)", spec.Cluster)))
 		}
 		if opts.KubeVersion, opts.APIVersions, err = r.capabilities(ctx, spec.Cluster); err != nil {
-			return nil, "", fmt.Errorf("cluster %s: %w", spec.Cluster, err)
+			return nil, "", inputs, fmt.Errorf("cluster %s: %w", spec.Cluster, err)
 		}
 	}
-	inputs := hashInputs(archive, opts)
+	inputs = hashInputs(archive, opts)
 	r.mu.Lock()
 	cached, ok := r.rendered[key]
 	r.mu.Unlock()
 	if ok && cached.inputs == inputs {
-		return cached.res, cached.version, nil
+		return cached.res, cached.version, inputs, nil
+	}
+	if prev.Revision == revision && prev.Inputs == hex.EncodeToString(inputs[:]) {
+		return nil, version, inputs, nil
 	}
 	c, err := render.Load(archive)
 	if err != nil {
-		return nil, "", reconcilers.Terminal(fmt.Errorf("chart %s %s: %w", spec.Chart.Name, version, err))
+		return nil, "", inputs, reconcilers.Terminal(fmt.Errorf("chart %s %s: %w", spec.Chart.Name, version, err))
+	}
+	opts.Lookup = r.lookup(key)
+	if spec.Cluster != "" && r.cfg.ClusterLookup != nil {
+		if opts.Lookup, err = r.cfg.ClusterLookup(spec.Cluster); err != nil {
+			return nil, "", inputs, fmt.Errorf("cluster %s: %w", spec.Cluster, err)
+		}
 	}
 	res, err := render.Render(c, opts)
 	var rerr *render.Error
 	if errors.As(err, &rerr) {
-		return nil, "", reconcilers.Terminal(fmt.Errorf("chart %s %s: %w", spec.Chart.Name, version, err))
+		return nil, "", inputs, reconcilers.Terminal(fmt.Errorf("chart %s %s: %w", spec.Chart.Name, version, err))
 	}
 	if err != nil {
-		return nil, "", err
+		return nil, "", inputs, err
 	}
 	r.mu.Lock()
 	r.rendered[key] = cachedRender{inputs: inputs, res: res, version: version}
 	r.mu.Unlock()
-	return res, version, nil
+	return res, version, inputs, nil
+}
+
+// lookup answers a chart's lookup from the objects the release wrote
+// before this render: its previous revision.
+func (r *Reconciler) lookup(key projections.Key) lookupObjects {
+	existing, _ := r.cfg.State.List(projections.Query{Group: Group(key)})
+	var l lookupObjects
+	for _, o := range existing {
+		if !owned(o, key) || o.GetStatus().GetGoal() == projections.GoalDeleted {
+			continue
+		}
+		if clear := r.cfg.State.Get(projections.ObjectKey(o)); clear != nil {
+			o = clear // a Secret opened
+		}
+		if m := kubeManifest(o); m != nil {
+			l.objs = append(l.objs, m)
+		}
+	}
+	return l
 }
 
 // capabilities returns cluster's capabilities, asking it at most every
@@ -432,7 +508,7 @@ func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (reconci
 	existing, _ := r.cfg.State.List(projections.Query{Group: Group(key)})
 	var mine []*schemas.Object
 	for _, o := range existing {
-		if owned(o, key) {
+		if owned(o, key) && !kept(o) {
 			mine = append(mine, o)
 		}
 	}
@@ -522,6 +598,24 @@ func owned(o *schemas.Object, release projections.Key) bool {
 	l := o.GetMetadata().GetLabels()
 	return l[LabelReleaseNamespace] == release.Namespace && l[LabelReleaseName] == release.Name &&
 		o.GetMetadata().GetAnnotations()[gatePrefix+"owner"] == Kind+"/"+release.Namespace+"/"+release.Name
+}
+
+// AnnotationResourcePolicy "keep" on a rendered object leaves it in place
+// when the release stops rendering it (an upgrade, a rollback) and when
+// the release is deleted, as helm leaves it.
+const AnnotationResourcePolicy = "helm.sh/resource-policy"
+
+// kept reports whether o, a child, carries AnnotationResourcePolicy keep
+// (on an Apply child, in the manifest it applies).
+func kept(o *schemas.Object) bool {
+	ann := o.GetMetadata().GetAnnotations()[AnnotationResourcePolicy]
+	if o.GetKind() == "Apply" {
+		m, _ := o.GetSpec().AsMap()["manifest"].(map[string]any)
+		md, _ := m["metadata"].(map[string]any)
+		a, _ := md["annotations"].(map[string]any)
+		ann, _ = a[AnnotationResourcePolicy].(string)
+	}
+	return strings.TrimSpace(ann) == "keep"
 }
 
 // reverseOrder orders objs so that an object comes before every object

@@ -38,6 +38,17 @@ func Decode(source string, data []byte) ([]*schemas.Object, error) {
 	return b.result()
 }
 
+// DecodeKubernetes is Decode for objects bound for a Kubernetes cluster
+// (a chart's objects when its release names a cluster): they are checked
+// against Kubernetes' own types, and not against the rules of the Pods
+// and Nodes jetplane runs itself.
+func DecodeKubernetes(source string, data []byte) ([]*schemas.Object, error) {
+	b := newBatch()
+	b.kubernetes = true
+	b.decode(source, data)
+	return b.result()
+}
+
 // DecodePath decodes the file at path; or every *.yaml, *.yml and *.json file
 // directly in the directory at path, in name order, as one batch (so an
 // object defined in two files is an error); or stdin when path is "-". Files
@@ -106,9 +117,12 @@ type origin struct {
 
 // batch accumulates the objects and errors of one Decode or DecodePath call.
 type batch struct {
-	objs []*schemas.Object
-	seen map[string]origin
-	errs Errors
+	// kubernetes: the objects are bound for a Kubernetes cluster, so the
+	// rules of the kinds jetplane runs itself (Pod, Node) do not apply.
+	kubernetes bool
+	objs       []*schemas.Object
+	seen       map[string]origin
+	errs       Errors
 }
 
 func newBatch() *batch {
@@ -348,7 +362,7 @@ func (in *input) document(start, end int) bool {
 			return !in.b.full()
 		}
 	}
-	objs, verrs := objectsOf(val)
+	objs, verrs := objectsOf(val, in.b.kubernetes)
 	for _, e := range verrs {
 		fail(e)
 	}

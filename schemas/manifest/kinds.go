@@ -42,3 +42,8 @@ func isClusterScoped(kind string) bool {
 	k, _, _ := strings.Cut(kind, ".")
 	return clusterScoped[k]
 }
+
+// ContentFields are the top-level fields of a Kubernetes kind that
+// jetplane keeps under spec (a ConfigMap's data), in no order; nil for a
+// kind whose content is its spec.
+func ContentFields(kind string) []string { return contentFields[kind] }

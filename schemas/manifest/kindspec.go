@@ -38,7 +38,7 @@ func (c *checker) kindSpec(o *schemas.Object, prefix string) {
 		c.add(fieldPath(prefix, "spec"), "%v", err)
 		return
 	}
-	if o.GetApiVersion() != "v1" {
+	if o.GetApiVersion() != "v1" || c.kubernetes {
 		return
 	}
 	err = podspec.Check(o.GetKind(), o.GetSpec())

@@ -48,7 +48,8 @@ var (
 // first, so a user fixes a manifest in one round trip. Its errors carry only
 // Field and Reason; the caller adds Source and Doc.
 type checker struct {
-	errs []*Error
+	kubernetes bool // skip jetplane's own Pod and Node rules
+	errs       []*Error
 }
 
 func (c *checker) add(field, format string, args ...any) {
@@ -64,8 +65,8 @@ type decoded struct {
 
 // objectsOf turns one document's value into objects: one, or the items of a
 // kind: List. It returns objects only when it found no problem.
-func objectsOf(root any) ([]decoded, []*Error) {
-	var c checker
+func objectsOf(root any, kubernetes bool) ([]decoded, []*Error) {
+	c := checker{kubernetes: kubernetes}
 	m, ok := root.(map[string]any)
 	if !ok {
 		c.add("", "expected a mapping with apiVersion, kind and metadata, got %s", describe(root))
@@ -217,7 +218,7 @@ func (c *checker) metadata(m map[string]any, path string, o *schemas.Object) {
 	meta := o.Metadata
 
 	if v, ok := c.requiredString(m, path, "name"); ok {
-		c.checkName(fieldPath(path, "name"), v)
+		c.checkName(fieldPath(path, "name"), o.GetKind(), o.GetApiVersion(), v)
 		meta.Name = v
 	}
 	if v, ok := c.optionalString(m, path, "namespace"); ok && v != "" {
@@ -337,7 +338,7 @@ func (c *checker) dependsOn(v any, path string, o *schemas.Object) {
 			key.Namespace = ns
 		}
 		if name, ok := c.requiredString(m, entryPath, "name"); ok {
-			c.checkName(fieldPath(entryPath, "name"), name)
+			c.checkName(fieldPath(entryPath, "name"), key.Kind, "", name)
 			key.Name = name
 		}
 		if len(c.errs) > before {
@@ -425,10 +426,48 @@ func (c *checker) stringMap(v any, path string) map[string]string {
 	return out
 }
 
-func (c *checker) checkName(field, name string) {
+// checkName checks an object's name by its kind's rule, as Kubernetes
+// does: RBAC objects (Role, ClusterRole and their bindings) may be named
+// by any path segment, such as "system:controller:leader-election";
+// every other kind by a DNS-1123 subdomain. apiVersion is "" for a
+// reference, whose kind carries its group ("ClusterRole.rbac.authorization.k8s.io").
+func (c *checker) checkName(field, kind, apiVersion, name string) {
+	if isRBAC(kind, apiVersion) {
+		if reason := checkPathSegment(name); reason != "" {
+			c.add(field, "%s is not a valid name: %s", quoteValue(name), reason)
+		}
+		return
+	}
 	if reason := checkSubdomain(name); reason != "" {
 		c.add(field, "%s is not a valid name: %s", quoteValue(name), reason)
 	}
+}
+
+const rbacGroup = "rbac.authorization.k8s.io"
+
+func isRBAC(kind, apiVersion string) bool {
+	if k, group, ok := strings.Cut(kind, "."); ok {
+		kind, apiVersion = k, group+"/"
+	}
+	if !strings.HasPrefix(apiVersion, rbacGroup+"/") {
+		return false
+	}
+	switch kind {
+	case "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding":
+		return true
+	}
+	return false
+}
+
+// checkPathSegment is Kubernetes' rule for names that are a path segment.
+func checkPathSegment(s string) string {
+	switch {
+	case s == "." || s == "..":
+		return "may not be '.' or '..'"
+	case strings.ContainsAny(s, "/%"):
+		return "may not contain '/' or '%'"
+	}
+	return ""
 }
 
 func checkSubdomain(s string) string {
