@@ -1,0 +1,52 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/jetplane/jetplane/bridge/kubeapi"
+)
+
+// MountKubernetes serves the Kubernetes API (package kubeapi) on the
+// server's listener at kubeapi.Paths. Its requests count against the
+// caller's limits like every other (a watch as a long request) and its
+// watches end when the server shuts down.
+func (s *Server) MountKubernetes(h http.Handler) {
+	for _, p := range kubeapi.Paths {
+		s.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			p, err := s.authenticate(r)
+			if err != nil {
+				// kubeapi answers 401 in its own shape.
+				h.ServeHTTP(w, r)
+				return
+			}
+			long := r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1"
+			release, err := s.limits.admit(p, long)
+			if err != nil {
+				if le := (*limited)(nil); errors.As(err, &le) {
+					_ = writeLimited(w, le)
+				} else {
+					s.writeError(w, r, err)
+				}
+				return
+			}
+			defer release()
+			if long {
+				ctx, done := s.stream(w, r)
+				defer done()
+				r = r.WithContext(ctx)
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+}
+
+// KubeCaller is the Kubernetes API's authentication: the same bearer
+// tokens, roles and namespaces as the rest of the API.
+func (s *Server) KubeCaller(r *http.Request) (kubeapi.Caller, error) {
+	p, err := s.authenticate(r)
+	if err != nil {
+		return kubeapi.Caller{}, err
+	}
+	return kubeapi.Caller{Principal: p.gate(), SeeSecrets: p.CanSeeSecrets()}, nil
+}
