@@ -2,8 +2,6 @@
 // tests of jetplane's Kubernetes API, from the same kubernetes release as
 // the test kube-apiserver. It is its own module so that kubernetes'
 // dependency graph never enters jetplane's go.mod.
-module so that kubernetes' dependency graph never
-// enters jetplane's go.mod.
 module github.com/jetplane/jetplane/internal/tools/kubectlbin
 
 go 1.26.0
