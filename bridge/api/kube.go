@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"io"
 	"net/http"
 
 	"github.com/jetplane/jetplane/bridge/kubeapi"
@@ -14,6 +15,17 @@ import (
 func (s *Server) MountKubernetes(h http.Handler) {
 	for _, p := range kubeapi.Paths {
 		s.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			if s.streams.Err() != nil {
+				// Shutting down: a request on a kept-alive connection is
+				// told to come back, as kube-apiserver does, so that a
+				// client's watch retries (on another instance, or this
+				// one restarted) rather than relisting.
+				w.Header().Set("Retry-After", "1")
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusTooManyRequests)
+				_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server is shutting down","reason":"TooManyRequests","code":429}`+"\n")
+				return
+			}
 			p, err := s.authenticate(r)
 			if err != nil {
 				// kubeapi answers 401 in its own shape.

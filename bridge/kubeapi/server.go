@@ -51,6 +51,10 @@ type Config struct {
 	Defined func() *crd.Catalog
 	// Sealer opens Secrets for callers that may see them; nil masks them.
 	Sealer *seal.Sealer
+	// Log lets a watch resume from a resourceVersion older than the
+	// projection's window (after a restart, or on another instance); nil:
+	// such a watch is answered 410 Gone and the client relists.
+	Log Log
 	// History answers ?asOf= reads; nil refuses them.
 	History History
 	// Version is the server's version for /version.

@@ -66,8 +66,15 @@ func (s *Server) watch(w http.ResponseWriter, q *request) error {
 		from = seq
 	}
 	changes, stop, err := s.cfg.Store.Watch(query, from)
+	var resume []watchEvent
+	if errorsIsGone(err) && s.cfg.Log != nil && from <= s.cfg.Store.Seq() {
+		// The projection's window no longer holds the changes after from
+		// (this instance restarted, or the client comes from another):
+		// the log does.
+		changes, stop, resume, err = s.resume(q, query, sel, from)
+	}
 	if err != nil {
-		if apierrors.IsResourceExpired(err) || errorsIsGone(err) {
+		if errorsIsGone(err) {
 			return s.expired(w, rv)
 		}
 		return err
@@ -105,6 +112,11 @@ func (s *Server) watch(w http.ResponseWriter, q *request) error {
 	}
 	for _, obj := range current {
 		if err := send("ADDED", obj); err != nil {
+			return nil
+		}
+	}
+	for _, ev := range resume {
+		if err := send(ev.Type, ev.Object.(map[string]any)); err != nil {
 			return nil
 		}
 	}
@@ -179,4 +191,40 @@ func (s *Server) expired(w http.ResponseWriter, rv string) error {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	return json.NewEncoder(w).Encode(watchEvent{Type: "ERROR", Object: &st})
+}
+
+// resume starts a live watch at the projection's current sequence and
+// returns, to send before it, the state of every key of the request
+// written between from and there: MODIFIED with the object as it is (an
+// informer keeps the latest state of a key, not each step), DELETED for
+// keys gone since.
+func (s *Server) resume(q *request, query projections.Query, sel selector, from uint64) (<-chan projections.Change, func(), []watchEvent, error) {
+	to := s.cfg.Store.Seq()
+	changes, stop, err := s.cfg.Store.Watch(query, to)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	keys, err := changedSince(q.r.Context(), s.cfg.Log, q.res.key(), q.namespace, from, to)
+	if err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	var out []watchEvent
+	for _, r := range keys {
+		o := s.cfg.Store.Get(r.key)
+		switch {
+		case o == nil:
+			md := map[string]any{"name": r.key.Name, "resourceVersion": strconv.FormatUint(r.seq, 10)}
+			if r.key.Namespace != "" {
+				md["namespace"] = r.key.Namespace
+			}
+			out = append(out, watchEvent{Type: "DELETED", Object: map[string]any{"apiVersion": q.res.groupVersion(), "kind": q.res.kind, "metadata": md}})
+		case o.GetMetadata().GetResourceVersion() <= to:
+			// Later versions come with the live stream.
+			if obj := s.show(q, o); sel.matches(obj) {
+				out = append(out, watchEvent{Type: "MODIFIED", Object: obj})
+			}
+		}
+	}
+	return changes, stop, out, nil
 }

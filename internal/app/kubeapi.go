@@ -20,7 +20,7 @@ func (a *App) mountKubernetes(defined func() *crd.Catalog, blobs *events.Blobs) 
 	}
 	k, err := kubeapi.New(kubeapi.Config{
 		Gate: a.gate, Store: a.store, Authenticate: a.api.KubeCaller, Defined: defined,
-		Sealer: a.seal, History: kubeHistory{log: a.log, blobs: b}, Version: a.version().Version,
+		Sealer: a.seal, Log: a.log, History: kubeHistory{log: a.log, blobs: b}, Version: a.version().Version,
 		Logger: a.cfg.Logger,
 	})
 	if err != nil {
