@@ -138,7 +138,11 @@ func TestInformerResumesAfterRestart(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]string{}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(o any) { mu.Lock(); seen[o.(*corev1.ConfigMap).Name] = o.(*corev1.ConfigMap).Data["i"]; mu.Unlock() },
+		AddFunc: func(o any) {
+			mu.Lock()
+			seen[o.(*corev1.ConfigMap).Name] = o.(*corev1.ConfigMap).Data["i"]
+			mu.Unlock()
+		},
 		UpdateFunc: func(_, o any) {
 			mu.Lock()
 			seen[o.(*corev1.ConfigMap).Name] = o.(*corev1.ConfigMap).Data["i"]
