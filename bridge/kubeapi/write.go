@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
 
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/schemas"
@@ -230,7 +231,11 @@ func (s *Server) patch(w http.ResponseWriter, q *request) error {
 	if err != nil {
 		return err
 	}
+	ct, _, _ := mime.ParseMediaType(q.r.Header.Get("Content-Type"))
 	cur := s.cfg.Store.Get(q.key())
+	if ct == "application/apply-patch+yaml" {
+		return s.serverSideApply(w, q, cur, patch)
+	}
 	if cur == nil {
 		return apierrors.NewNotFound(q.groupResource(), q.name)
 	}
@@ -238,7 +243,6 @@ func (s *Server) patch(w http.ResponseWriter, q *request) error {
 	if err != nil {
 		return err
 	}
-	ct, _, _ := mime.ParseMediaType(q.r.Header.Get("Content-Type"))
 	var patched []byte
 	switch ct {
 	case "application/merge-patch+json":
@@ -315,4 +319,42 @@ func (s *Server) delete(w http.ResponseWriter, q *request) error {
 	st := metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess,
 		Details: &metav1.StatusDetails{Name: q.name, Group: q.res.group, Kind: q.res.plural, UID: typesUID(cur)}}
 	return writeJSON(w, http.StatusOK, &st)
+}
+
+// serverSideApply takes a server-side apply (kubectl apply --server-side):
+// the configuration sent is merged into the object (a JSON merge patch),
+// which is created when absent. Field ownership is not kept (no
+// managedFields, no conflicts): an apply sets the fields it sends and
+// leaves the others, so a field a manager stops sending is not removed;
+// delete it with a patch or a client-side apply.
+func (s *Server) serverSideApply(w http.ResponseWriter, q *request, cur *schemas.Object, body []byte) error {
+	config, err := yaml.YAMLToJSON(body)
+	if err != nil {
+		return apierrors.NewBadRequest("apply: the body is not YAML or JSON: " + err.Error())
+	}
+	code := http.StatusCreated
+	if cur != nil {
+		orig, err := json.Marshal(s.show(q, cur))
+		if err != nil {
+			return err
+		}
+		if config, err = jsonpatch.MergePatch(orig, config); err != nil {
+			return apierrors.NewBadRequest("apply: " + err.Error())
+		}
+		code = http.StatusOK
+	}
+	var m map[string]any
+	if err := json.Unmarshal(config, &m); err != nil {
+		return apierrors.NewBadRequest("apply: the body is not an object: " + err.Error())
+	}
+	o, rv, err := s.prepare(q, m)
+	if err != nil {
+		return err
+	}
+	if cur != nil {
+		if err := s.checkVersion(q, cur, rv); err != nil {
+			return err
+		}
+	}
+	return s.write(w, q, o, code)
 }

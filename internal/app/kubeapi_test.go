@@ -146,6 +146,8 @@ func TestKubectl(t *testing.T) {
 		{"field selector", "", []string{"get", "cm", "-n", "shop", "--field-selector", "metadata.name=web", "-o", "name"}},
 		{"jsonpath of data", "", []string{"get", "cm", "web", "-n", "shop", "-o", "jsonpath={.data}"}},
 		{"apply configures", strings.Replace(shopManifests, "color: blue", "color: green", 1), []string{"apply", "-f", "-"}},
+		{"server-side apply", strings.Replace(shopManifests, "color: blue", "color: teal", 1), []string{"apply", "--server-side", "-f", "-"}},
+		{"after server-side apply", "", []string{"get", "cm", "web", "-n", "shop", "-o", "jsonpath={.data}"}},
 		{"merge patch", "", []string{"patch", "cm", "web", "-n", "shop", "--type=merge", "-p", `{"data":{"size":"4"}}`}},
 		{"strategic patch", "", []string{"patch", "cm", "web", "-n", "shop", "-p", `{"metadata":{"labels":{"tier":"front"}}}`}},
 		{"json patch", "", []string{"patch", "cm", "db", "-n", "shop", "--type=json", "-p", `[{"op":"add","path":"/data/mode","value":"wal"}]`}},
