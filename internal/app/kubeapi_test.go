@@ -188,6 +188,27 @@ func TestKubectl(t *testing.T) {
 	}
 }
 
+// TestKubectlAsOf reads history through the Kubernetes API: ?asOf= a
+// resourceVersion answers the state then.
+func TestKubectlAsOf(t *testing.T) {
+	bin := kubectlBin(t)
+	a, caPEM := startTLSApp(t, app.Config{Tokens: map[string]string{"tok-alice": "alice"}})
+	k := kubectl{t: t, bin: bin, kubeconfig: jetplaneKubeconfig(t, a.URL(), "tok-alice", caPEM)}
+	k.ok(shopManifests, "apply", "-f", "-")
+	rv := k.ok("", "get", "cm", "db", "-n", "shop", "-o", "jsonpath={.metadata.resourceVersion}") // written last
+	k.ok(strings.Replace(shopManifests, "color: blue", "color: red", 1), "apply", "-f", "-")
+	k.ok("", "delete", "cm", "db", "-n", "shop")
+	if out := k.ok("", "get", "--raw", "/api/v1/namespaces/shop/configmaps/web?asOf="+rv); !strings.Contains(out, `"color":"blue"`) {
+		t.Fatalf("web as of %s: %s", rv, out)
+	}
+	if out := k.ok("", "get", "--raw", "/api/v1/namespaces/shop/configmaps?asOf="+rv); !strings.Contains(out, `"name":"db"`) {
+		t.Fatalf("list as of %s lacks db: %s", rv, out)
+	}
+	if out := k.ok("", "get", "cm", "web", "-n", "shop", "-o", "jsonpath={.data.color}"); out != "red" {
+		t.Fatalf("web now: %s", out)
+	}
+}
+
 // TestKubectlWatch follows kubectl get -w while objects change.
 func TestKubectlWatch(t *testing.T) {
 	bin := kubectlBin(t)
