@@ -24,15 +24,22 @@ func kubeObject(o *schemas.Object, version string) map[string]any {
 	if version != "" {
 		m["apiVersion"] = withVersion(o.GetApiVersion(), version)
 	}
-	m["metadata"] = kubeMeta(o.GetMetadata())
+	md := kubeMeta(o.GetMetadata())
+	content := manifest.ContentFields(projections.ObjectKey(o).Kind)
+	if len(content) > 0 {
+		// Kinds without a spec (a ConfigMap) have no generation in
+		// Kubernetes: nothing observes one.
+		delete(md, "generation")
+	}
+	m["metadata"] = md
 	spec := o.GetSpec().AsMap()
-	for _, f := range manifest.ContentFields(projections.ObjectKey(o).Kind) {
+	for _, f := range content {
 		if v, ok := spec[f]; ok {
 			m[f] = v
 			delete(spec, f)
 		}
 	}
-	if len(spec) > 0 || len(manifest.ContentFields(o.GetKind())) == 0 {
+	if len(spec) > 0 || len(content) == 0 {
 		m["spec"] = spec
 	}
 	if st := kubeStatus(o.GetStatus()); len(st) > 0 {

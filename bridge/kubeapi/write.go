@@ -168,7 +168,12 @@ func (s *Server) write(w http.ResponseWriter, q *request, o *schemas.Object, cod
 	if err != nil {
 		return s.gateError(q, err)
 	}
-	return writeJSON(w, code, s.show(q, outs[0].Object))
+	obj := s.show(q, outs[0].Object)
+	if prev := outs[0].Previous; dryRun(q.r) && prev != nil {
+		// Nothing was written: the version is still the current one.
+		obj["metadata"].(map[string]any)["resourceVersion"] = strconv.FormatUint(prev.GetMetadata().GetResourceVersion(), 10)
+	}
+	return writeJSON(w, code, obj)
 }
 
 // gateError names the resource in the gate's refusals.

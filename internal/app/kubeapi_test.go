@@ -38,7 +38,9 @@ type kubectl struct {
 
 func (k kubectl) cmd(ctx context.Context, stdin string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, k.bin, append([]string{"--kubeconfig", k.kubeconfig}, args...)...)
-	cmd.Env = append(os.Environ(), "KUBECACHEDIR="+filepath.Join(filepath.Dir(k.kubeconfig), "cache"))
+	cmd.Env = append(os.Environ(), "KUBECACHEDIR="+filepath.Join(filepath.Dir(k.kubeconfig), "cache"),
+		// kubectl edit's editor: changes a value in place.
+		"KUBE_EDITOR=sed -i s/sqlite/postgres/")
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}
@@ -114,12 +116,14 @@ data: {engine: sqlite}
 // uids, resourceVersions and generations.
 var volatile = []*regexp.Regexp{
 	regexp.MustCompile(`(?m)^(\S+\s+.*?)\s+\d+[smhd]\S*\s*$`), // the AGE column
-	regexp.MustCompile(`(?m)^\s*(creationTimestamp|resourceVersion|uid|generation):.*\n`),
+	regexp.MustCompile(`(?m)^[-+ ]?\s*(creationTimestamp|resourceVersion|uid):.*\n`),
+	regexp.MustCompile(`/tmp/[A-Z]+-\d+/|\d{4}-\d\d-\d\d \d\d:\d\d:[\d.]+ \+0000|@@ .* @@`), // kubectl diff's headers
 }
 
 func normalize(s string) string {
 	s = volatile[0].ReplaceAllString(s, "$1 <age>")
 	s = volatile[1].ReplaceAllString(s, "")
+	s = volatile[2].ReplaceAllString(s, "<diff>")
 	return s
 }
 
@@ -153,6 +157,9 @@ func TestKubectl(t *testing.T) {
 		{"json patch", "", []string{"patch", "cm", "db", "-n", "shop", "--type=json", "-p", `[{"op":"add","path":"/data/mode","value":"wal"}]`}},
 		{"after patches", "", []string{"get", "cm", "web", "-n", "shop", "-o", "jsonpath={.data} {.metadata.labels}"}},
 		{"yaml round trip is unchanged", "", []string{"get", "cm", "web", "-n", "shop", "-o", "yaml"}},
+		{"diff", strings.Replace(shopManifests, "size: \"3\"", "size: \"5\"", 1), []string{"diff", "-f", "-"}},
+		{"edit", "", []string{"edit", "cm", "db", "-n", "shop"}},
+		{"after edit", "", []string{"get", "cm", "db", "-n", "shop", "-o", "jsonpath={.data}"}},
 		{"dry run", "", []string{"delete", "cm", "db", "-n", "shop", "--dry-run=server"}},
 		{"still there", "", []string{"get", "cm", "db", "-n", "shop", "-o", "name"}},
 		{"delete", "", []string{"delete", "cm", "db", "-n", "shop"}},
