@@ -88,4 +88,3 @@ func benchSync(b *testing.B, cfg *rest.Config) {
 	}
 	b.ReportMetric(float64(informerObjects*b.N)/time.Since(start).Seconds(), "objects/s")
 }
-
