@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -22,12 +21,15 @@ import (
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/internal/app"
+	"github.com/jetplane/jetplane/internal/testenv"
 )
 
 // stoppableApp runs jetplane until stop is called.
 func stoppableApp(t *testing.T, cfg app.Config) (*app.App, func()) {
 	t.Helper()
-	cfg.Listen = "127.0.0.1:0"
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
 	cfg.NATSPort = -1
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -102,11 +104,15 @@ func (r *requests) RoundTrip(req *http.Request) (*http.Response, error) {
 // made while it was away, and it never lists again.
 func TestInformerResumesAfterRestart(t *testing.T) {
 	const n = 10000
-	// The classic list, then watch: streaming lists (WatchListClient)
-	// end at once after their initial events here (see the README).
+	// The classic list, then watch. With streaming lists (WatchListClient,
+	// client-go's default) the stream of this in-process server ends just
+	// after its initial events and the informer lists once more (not seen
+	// against a separate jetplane serve; not understood yet).
 	t.Setenv("KUBE_FEATURE_WatchListClient", "false")
 	dir := t.TempDir()
-	a, stop := stoppableApp(t, app.Config{DataDir: dir})
+	// The restarted instance listens where the first did.
+	listen := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	a, stop := stoppableApp(t, app.Config{DataDir: dir, Listen: listen})
 	c := &api.Client{BaseURL: a.URL()}
 	for i := 0; i < n; i += events.MaxBatch {
 		var b strings.Builder
@@ -118,15 +124,9 @@ func TestInformerResumesAfterRestart(t *testing.T) {
 		}
 	}
 
-	// The informer dials whichever instance runs now.
-	var addr atomic.Value
-	addr.Store(strings.TrimPrefix(a.URL(), "http://"))
 	counter := &requests{}
 	cfg := &rest.Config{
-		Host: "http://jetplane", QPS: 1000, Burst: 1000,
-		Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, addr.Load().(string))
-		},
+		Host: a.URL(), QPS: 1000, Burst: 1000,
 		WrapTransport: func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter },
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -185,7 +185,7 @@ func TestInformerResumesAfterRestart(t *testing.T) {
 
 	// Restart on the same log; change things while the informer is away.
 	stop()
-	a2, _ := stoppableApp(t, app.Config{DataDir: dir})
+	a2, _ := stoppableApp(t, app.Config{DataDir: dir, Listen: listen})
 	c2 := &api.Client{BaseURL: a2.URL()}
 	if _, err := c2.ApplyBrief(context.Background(), "t", []byte("{apiVersion: v1, kind: ConfigMap, metadata: {name: cm-00001, namespace: load}, data: {i: changed}}\n---\n{apiVersion: v1, kind: ConfigMap, metadata: {name: cm-new, namespace: load}, data: {i: new}}"), ""); err != nil {
 		t.Fatal(err)
@@ -193,7 +193,6 @@ func TestInformerResumesAfterRestart(t *testing.T) {
 	if _, err := c2.Delete(context.Background(), api.Key{Kind: "ConfigMap", Namespace: "load", Name: "cm-00002"}); err != nil {
 		t.Fatal(err)
 	}
-	addr.Store(strings.TrimPrefix(a2.URL(), "http://"))
 
 	deadline := time.Now().Add(60 * time.Second)
 	for {
