@@ -108,7 +108,7 @@ Start the control plane with 'jetplane serve'; the other commands talk to it.`,
 	root.PersistentFlags().StringVar(&g.server, "server", envOr("JETPLANE_SERVER", "http://127.0.0.1:7070"), "API server URL (env JETPLANE_SERVER)")
 	root.PersistentFlags().StringVar(&g.token, "token", "", "bearer token for the API (env JETPLANE_TOKEN)")
 	root.AddCommand(newServe(), newApply(g), newGet(g), newDelete(g), newWatch(g), newSubscribe(g), newDecode(), newHistory(g), newState(g), newClusters(g), newExplain(g), newPlacement(g))
-	root.AddCommand(newDescribe(g), newDiff(g), newAPIResources(g), newVersion(g))
+	root.AddCommand(newDescribe(g), newDiff(g), newAPIResources(g), newVersion(g), newKubeconfig(g))
 	root.AddCommand(newNode(), newImage(g), newLogs(g))
 	root.AddCommand(newCreds(), newKeys())
 	secretFlags(root, g)

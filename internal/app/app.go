@@ -310,6 +310,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}); err != nil {
 		return nil, err
 	}
+	if err := a.mountKubernetes(kindCheck.Catalog, blobs); err != nil {
+		return nil, err
+	}
 	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
 		return nil, errors.New("api tls: give both --tls-cert and --tls-key")
 	}

@@ -43,7 +43,3 @@ func isClusterScoped(kind string) bool {
 	return clusterScoped[k]
 }
 
-// ContentFields are the top-level fields of a Kubernetes kind that
-// jetplane keeps under spec (a ConfigMap's data), in no order; nil for a
-// kind whose content is its spec.
-func ContentFields(kind string) []string { return contentFields[kind] }

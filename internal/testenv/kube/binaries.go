@@ -55,6 +55,24 @@ var (
 				p, v, p, major, p, minor, p)
 		},
 	}
+	kubectlBinary = binary{
+		name:      "kubectl",
+		toolsDir:  "kubectlbin",
+		module:    "k8s.io/kubernetes",
+		pkg:       "k8s.io/kubernetes/cmd/kubectl",
+		buildTime: "about 3 minutes on two cores",
+		// kubectl version reads client-go's copy of the version.
+		ldflags: func(v string) string {
+			major, minor, _ := strings.Cut(strings.TrimPrefix(v, "v"), ".")
+			minor, _, _ = strings.Cut(minor, ".")
+			var flags []string
+			for _, p := range []string{"k8s.io/component-base/version.", "k8s.io/client-go/pkg/version."} {
+				flags = append(flags, fmt.Sprintf("-X %sgitVersion=%s -X %sgitMajor=%s -X %sgitMinor=%s -X %sgitTreeState=clean",
+					p, v, p, major, p, minor, p))
+			}
+			return "-s -w " + strings.Join(flags, " ")
+		},
+	}
 	etcdBinary = binary{
 		name:      "etcd",
 		toolsDir:  "etcdbin",
@@ -89,6 +107,16 @@ func EnsureBinaries(ctx context.Context, logf func(format string, args ...any)) 
 		return Binaries{}, err
 	}
 	return bins, nil
+}
+
+// EnsureKubectl returns the cached kubectl, built from the kubernetes
+// release internal/tools/kubectlbin pins (the test kube-apiserver's), the
+// first time on a machine as EnsureBinaries builds its binaries.
+func EnsureKubectl(ctx context.Context, logf func(format string, args ...any)) (string, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	return kubectlBinary.ensure(ctx, logf)
 }
 
 // cached reports whether both binaries are in the cache already.

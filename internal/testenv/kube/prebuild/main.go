@@ -1,6 +1,6 @@
 //go:build unix
 
-// Command prebuild builds the kube-apiserver and etcd that
+// Command prebuild builds the kube-apiserver, etcd and kubectl that
 // internal/testenv/kube runs and puts them in its cache, so that tests start
 // them in seconds. scripts/test runs it before the tests.
 package main
@@ -23,5 +23,10 @@ func main() {
 	}
 	log.Printf("kube-apiserver %s", bins.APIServer)
 	log.Printf("etcd %s", bins.Etcd)
+	kubectl, err := kubeenv.EnsureKubectl(context.Background(), log.Printf)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("kubectl %s", kubectl)
 	log.Printf("ready in %s", time.Since(start).Round(time.Second))
 }

@@ -1,0 +1,365 @@
+package kubeapi
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+
+	"github.com/jetplane/jetplane/bridge/gate"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// maxBody bounds a request body: an object is at most 1 MiB encoded
+// (DESIGN "Object model"); a little more lets the gate name the limit.
+const maxBody = 3 << 20
+
+// droppedMetadata is metadata Kubernetes clients send that jetplane does
+// not keep: the server sets it, or jetplane records it elsewhere.
+var droppedMetadata = []string{"generateName", "ownerReferences", "managedFields", "selfLink"}
+
+func readBody(w http.ResponseWriter, q *request) (map[string]any, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, q.r.Body, maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the body is over %d bytes", tooBig.Limit))
+		}
+		return nil, err
+	}
+	if ct, _, _ := mime.ParseMediaType(q.r.Header.Get("Content-Type")); ct == protobufType {
+		// client-go's typed clients send built-in kinds as protobuf.
+		return fromProtobuf(b)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, apierrors.NewBadRequest("the body is not a JSON object: " + err.Error())
+	}
+	return m, nil
+}
+
+const protobufType = "application/vnd.kubernetes.protobuf"
+
+var protobufCodec = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+
+// fromProtobuf decodes a built-in kind sent as protobuf into the JSON
+// shape the rest of the server reads.
+func fromProtobuf(b []byte) (map[string]any, error) {
+	obj, gvk, err := protobufCodec.Decode(b, nil, nil)
+	if err != nil {
+		return nil, apierrors.NewBadRequest("the protobuf body does not decode: " + err.Error())
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	m["apiVersion"], m["kind"] = gvk.GroupVersion().String(), gvk.Kind
+	// Typed objects carry empty spec and status; an empty spec of a kind
+	// with content fields would be refused as a second place for them.
+	if spec, ok := m["spec"].(map[string]any); ok && len(spec) == 0 {
+		delete(m, "spec")
+	}
+	return m, nil
+}
+
+func metaOf(m map[string]any) map[string]any {
+	md, ok := m["metadata"].(map[string]any)
+	if !ok {
+		md = map[string]any{}
+		m["metadata"] = md
+	}
+	return md
+}
+
+// prepare checks a body against the request's path (namespace, name,
+// kind), fills in what the path implies, and decodes it as a manifest.
+// It returns the object and the resourceVersion the body names ("" when
+// none).
+func (s *Server) prepare(q *request, m map[string]any) (*schemas.Object, string, error) {
+	md := metaOf(m)
+	if q.res.namespaced {
+		ns, _ := md["namespace"].(string)
+		switch {
+		case ns == "":
+			md["namespace"] = q.namespace
+		case q.namespace != "" && ns != q.namespace:
+			return nil, "", apierrors.NewBadRequest(fmt.Sprintf("the namespace of the object (%s) does not match the namespace of the request (%s)", ns, q.namespace))
+		}
+		if md["namespace"] == "" {
+			return nil, "", apierrors.NewBadRequest("a namespaced object needs a namespace")
+		}
+		q.namespace, _ = md["namespace"].(string)
+	}
+	name, _ := md["name"].(string)
+	if gen, _ := md["generateName"].(string); name == "" && gen != "" {
+		name = gen + randomSuffix()
+		md["name"] = name
+	}
+	if q.name != "" && name != q.name {
+		return nil, "", apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", name, q.name))
+	}
+	q.name = name
+	if k, _ := m["kind"].(string); k != q.res.kind {
+		return nil, "", apierrors.NewBadRequest(fmt.Sprintf("kind %q does not match the resource %s (kind %s)", k, q.res.plural, q.res.kind))
+	}
+	if v, _ := m["apiVersion"].(string); v != q.res.groupVersion() {
+		return nil, "", apierrors.NewBadRequest(fmt.Sprintf("apiVersion %q does not match the request's %s", v, q.res.groupVersion()))
+	}
+	rv, _ := md["resourceVersion"].(string)
+	for _, f := range droppedMetadata {
+		delete(md, f)
+	}
+	delete(m, "status")
+	if ann, ok := md["annotations"].(map[string]any); ok && len(ann) == 0 {
+		delete(md, "annotations")
+	}
+	body, err := json.Marshal(m)
+	if err != nil {
+		return nil, "", err
+	}
+	o, err := decodeObject(body)
+	return o, rv, err
+}
+
+func randomSuffix() string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}
+
+func dryRun(r *http.Request) bool {
+	for _, v := range r.URL.Query()["dryRun"] {
+		if v == "All" {
+			return true
+		}
+	}
+	return false
+}
+
+// write sends o through the gate (or its dry run) and answers with the
+// object as stored.
+func (s *Server) write(w http.ResponseWriter, q *request, o *schemas.Object, code int) error {
+	p := q.caller.Principal
+	var outs []gate.Outcome
+	var err error
+	if dryRun(q.r) {
+		outs, err = s.cfg.Gate.DryRun(q.r.Context(), p, []*schemas.Object{o})
+	} else {
+		outs, err = s.cfg.Gate.Apply(q.r.Context(), p, []*schemas.Object{o}, "")
+	}
+	if err != nil {
+		return s.gateError(q, err)
+	}
+	obj := s.show(q, outs[0].Object)
+	if prev := outs[0].Previous; dryRun(q.r) && prev != nil {
+		// Nothing was written: the version is still the current one.
+		obj["metadata"].(map[string]any)["resourceVersion"] = strconv.FormatUint(prev.GetMetadata().GetResourceVersion(), 10)
+	}
+	return writeJSON(w, code, obj)
+}
+
+// gateError names the resource in the gate's refusals.
+func (s *Server) gateError(q *request, err error) error {
+	switch {
+	case errors.Is(err, gate.ErrForbidden):
+		return apierrors.NewForbidden(q.groupResource(), q.name, err)
+	case errors.Is(err, gate.ErrInvalid):
+		return apierrors.NewBadRequest(err.Error())
+	}
+	return err
+}
+
+func (s *Server) create(w http.ResponseWriter, q *request) error {
+	m, err := readBody(w, q)
+	if err != nil {
+		return err
+	}
+	o, _, err := s.prepare(q, m)
+	if err != nil {
+		return err
+	}
+	if s.cfg.Store.Get(q.key()) != nil {
+		return apierrors.NewAlreadyExists(q.groupResource(), q.name)
+	}
+	return s.write(w, q, o, http.StatusCreated)
+}
+
+// checkVersion refuses a write whose body names a resourceVersion other
+// than the current one, as Kubernetes does.
+func (s *Server) checkVersion(q *request, cur *schemas.Object, rv string) error {
+	if rv == "" || rv == strconv.FormatUint(cur.GetMetadata().GetResourceVersion(), 10) {
+		return nil
+	}
+	return apierrors.NewConflict(q.groupResource(), q.name,
+		fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+}
+
+func (s *Server) update(w http.ResponseWriter, q *request) error {
+	m, err := readBody(w, q)
+	if err != nil {
+		return err
+	}
+	cur := s.cfg.Store.Get(q.key())
+	o, rv, err := s.prepare(q, m)
+	if err != nil {
+		return err
+	}
+	if cur == nil {
+		return apierrors.NewNotFound(q.groupResource(), q.name)
+	}
+	if err := s.checkVersion(q, cur, rv); err != nil {
+		return err
+	}
+	return s.write(w, q, o, http.StatusOK)
+}
+
+func (s *Server) patch(w http.ResponseWriter, q *request) error {
+	patch, err := io.ReadAll(http.MaxBytesReader(w, q.r.Body, maxBody))
+	if err != nil {
+		return err
+	}
+	ct, _, _ := mime.ParseMediaType(q.r.Header.Get("Content-Type"))
+	cur := s.cfg.Store.Get(q.key())
+	if ct == "application/apply-patch+yaml" {
+		return s.serverSideApply(w, q, cur, patch)
+	}
+	if cur == nil {
+		return apierrors.NewNotFound(q.groupResource(), q.name)
+	}
+	orig, err := json.Marshal(s.show(q, cur))
+	if err != nil {
+		return err
+	}
+	var patched []byte
+	switch ct {
+	case "application/merge-patch+json":
+		patched, err = jsonpatch.MergePatch(orig, patch)
+	case "application/json-patch+json":
+		var p jsonpatch.Patch
+		if p, err = jsonpatch.DecodePatch(patch); err == nil {
+			patched, err = p.Apply(orig)
+		}
+	case "application/strategic-merge-patch+json":
+		typed, terr := scheme.Scheme.New(kindOf(q.res))
+		if terr != nil || q.res.def != nil {
+			return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", q.groupResource(), q.name,
+				"strategic merge patch is not supported for "+q.res.key()+"; use a JSON merge patch (--type=merge)", 0, false)
+		}
+		patched, err = strategicpatch.StrategicMergePatch(orig, patch, typed)
+	default:
+		return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", q.groupResource(), q.name,
+			fmt.Sprintf("the patch type %q is not supported", ct), 0, false)
+	}
+	if err != nil {
+		return apierrors.NewBadRequest("patch: " + err.Error())
+	}
+	var m map[string]any
+	if err := json.Unmarshal(patched, &m); err != nil {
+		return apierrors.NewBadRequest("patch: " + err.Error())
+	}
+	o, rv, err := s.prepare(q, m)
+	if err != nil {
+		return err
+	}
+	if err := s.checkVersion(q, cur, rv); err != nil {
+		return err
+	}
+	return s.write(w, q, o, http.StatusOK)
+}
+
+func (s *Server) delete(w http.ResponseWriter, q *request) error {
+	cur := s.cfg.Store.Get(q.key())
+	if cur == nil {
+		return apierrors.NewNotFound(q.groupResource(), q.name)
+	}
+	var opts metav1.DeleteOptions
+	if b, _ := io.ReadAll(http.MaxBytesReader(w, q.r.Body, maxBody)); len(strings.TrimSpace(string(b))) > 0 {
+		if err := json.Unmarshal(b, &opts); err != nil {
+			return apierrors.NewBadRequest("the body is not DeleteOptions: " + err.Error())
+		}
+	}
+	if pre := opts.Preconditions; pre != nil {
+		if pre.UID != nil && string(*pre.UID) != cur.GetMetadata().GetUid() {
+			return apierrors.NewConflict(q.groupResource(), q.name, fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s); the object might have been deleted and then recreated", *pre.UID, cur.GetMetadata().GetUid()))
+		}
+		if pre.ResourceVersion != nil {
+			if err := s.checkVersion(q, cur, *pre.ResourceVersion); err != nil {
+				return err
+			}
+		}
+	}
+	if dryRun(q.r) || len(opts.DryRun) > 0 && opts.DryRun[0] == "All" {
+		if err := gate.Authorize(q.caller.Principal, gate.VerbDelete, gate.Target{Kind: q.res.key(), Namespace: q.namespace, Name: q.name, ClusterScoped: !q.res.namespaced, Exists: true}); err != nil {
+			return s.gateError(q, err)
+		}
+		return writeJSON(w, http.StatusOK, s.show(q, cur))
+	}
+	out, err := s.cfg.Gate.Delete(q.r.Context(), q.caller.Principal, q.key(), "")
+	if err != nil {
+		return s.gateError(q, err)
+	}
+	if out.Object != nil && s.cfg.Store.Get(q.key()) != nil {
+		// Finalizers still run: the object stays, with its
+		// deletionTimestamp, as Kubernetes answers.
+		return writeJSON(w, http.StatusOK, s.show(q, s.cfg.Store.Get(q.key())))
+	}
+	st := metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess,
+		Details: &metav1.StatusDetails{Name: q.name, Group: q.res.group, Kind: q.res.plural, UID: typesUID(cur)}}
+	return writeJSON(w, http.StatusOK, &st)
+}
+
+// serverSideApply takes a server-side apply (kubectl apply --server-side):
+// the configuration sent is merged into the object (a JSON merge patch),
+// which is created when absent. Field ownership is not kept (no
+// managedFields, no conflicts): an apply sets the fields it sends and
+// leaves the others, so a field a manager stops sending is not removed;
+// delete it with a patch or a client-side apply.
+func (s *Server) serverSideApply(w http.ResponseWriter, q *request, cur *schemas.Object, body []byte) error {
+	config, err := yaml.YAMLToJSON(body)
+	if err != nil {
+		return apierrors.NewBadRequest("apply: the body is not YAML or JSON: " + err.Error())
+	}
+	code := http.StatusCreated
+	if cur != nil {
+		orig, err := json.Marshal(s.show(q, cur))
+		if err != nil {
+			return err
+		}
+		if config, err = jsonpatch.MergePatch(orig, config); err != nil {
+			return apierrors.NewBadRequest("apply: " + err.Error())
+		}
+		code = http.StatusOK
+	}
+	var m map[string]any
+	if err := json.Unmarshal(config, &m); err != nil {
+		return apierrors.NewBadRequest("apply: the body is not an object: " + err.Error())
+	}
+	o, rv, err := s.prepare(q, m)
+	if err != nil {
+		return err
+	}
+	if cur != nil {
+		if err := s.checkVersion(q, cur, rv); err != nil {
+			return err
+		}
+	}
+	return s.write(w, q, o, code)
+}
