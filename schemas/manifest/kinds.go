@@ -42,4 +42,3 @@ func isClusterScoped(kind string) bool {
 	k, _, _ := strings.Cut(kind, ".")
 	return clusterScoped[k]
 }
-
