@@ -76,13 +76,11 @@ type wireChart struct {
 	Deps      []*wireChart
 }
 
-type response struct {
-	Err    *Error
-	Result *wireResult
-}
-
-type wireResult struct {
-	Objects     []wireObject
+// The child answers a header, then Objects objects, each a JSON value of
+// its own, so it never holds the whole answer encoded.
+type header struct {
+	Err         *Error
+	Objects     int
 	Unsupported []string
 	Notes       string
 }
@@ -125,19 +123,21 @@ func Render(c *chart.Chart, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var resp response
-	if err := json.Unmarshal(out, &resp); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(out))
+	var h header
+	if err := dec.Decode(&h); err != nil {
 		return nil, fmt.Errorf("render: reading the render process's answer: %w", err)
 	}
-	if resp.Err != nil {
-		return nil, resp.Err
+	if h.Err != nil {
+		return nil, h.Err
 	}
-	if resp.Result == nil {
-		return nil, errors.New("render: the render process answered nothing")
-	}
-	res := &Result{Unsupported: resp.Result.Unsupported, Notes: resp.Result.Notes}
-	for _, o := range resp.Result.Objects {
+	res := &Result{Unsupported: h.Unsupported, Notes: h.Notes, Objects: make([]Object, 0, h.Objects)}
+	for range h.Objects {
+		var o wireObject
 		obj := &schemas.Object{}
+		if err := dec.Decode(&o); err != nil {
+			return nil, fmt.Errorf("render: reading the render process's answer: %w", err)
+		}
 		if err := proto.Unmarshal(o.Object, obj); err != nil {
 			return nil, fmt.Errorf("render: reading the render process's answer: %w", err)
 		}
@@ -178,7 +178,7 @@ func runChild(req []byte, memory int64, timeout time.Duration) ([]byte, error) {
 	}
 	msg := stderr.String()
 	switch {
-	case exit.ExitCode() == exitOverMemory || strings.Contains(msg, "out of memory") || strings.Contains(msg, "cannot allocate memory"):
+	case exit.ExitCode() == exitOverMemory || strings.Contains(msg, "out of memory") || strings.Contains(msg, "cannot allocate memory") || strings.Contains(msg, "pthread_create failed"):
 		return nil, &Error{Reason: fmt.Sprintf("rendering stopped: the chart used more than the render memory limit (%d MiB)", memory>>20)}
 	case cpuExceeded(exit):
 		return nil, &Error{Reason: fmt.Sprintf("rendering stopped: the chart used more than the render CPU limit (%s)", timeout)}
@@ -214,51 +214,67 @@ func serveChild(spec string, in io.Reader, out, errOut io.Writer) int {
 		fmt.Fprintf(errOut, "render child: bad limits %q\n", spec)
 		return exitBadRequest
 	}
-	debug.SetMemoryLimit(memory * 3 / 4)
+	debug.SetMemoryLimit(memory)
 	if err := limitSelf(memory, cpu); err != nil {
 		fmt.Fprintf(errOut, "render child: %v\n", err)
 		return exitBadRequest
 	}
-	go watchHeap(uint64(memory), errOut)
+	go watchMemory(uint64(memory), errOut)
 	var req request
 	if err := json.NewDecoder(in).Decode(&req); err != nil || req.Chart == nil {
 		fmt.Fprintf(errOut, "render child: bad request: %v\n", err)
 		return exitBadRequest
 	}
-	var resp response
-	res, err := render(fromWire(req.Chart), req.Options)
+	c := fromWire(req.Chart)
+	req.Chart = nil
+	res, err := render(c, req.Options)
+	c = nil
+	enc := json.NewEncoder(out)
+	var h header
 	switch e := (*Error)(nil); {
 	case errors.As(err, &e):
-		resp.Err = e
+		h.Err = e
 	case err != nil:
-		resp.Err = &Error{Reason: err.Error()}
+		h.Err = &Error{Reason: err.Error()}
 	default:
-		w := &wireResult{Unsupported: res.Unsupported, Notes: res.Notes}
-		for _, o := range res.Objects {
-			b, err := proto.Marshal(o.Object)
-			if err != nil {
-				fmt.Fprintf(errOut, "render child: %v\n", err)
-				return exitBadRequest
-			}
-			w.Objects = append(w.Objects, wireObject{Template: o.Template, Line: o.Line, Object: b, Manifest: o.Manifest})
-		}
-		resp.Result = w
+		h.Objects, h.Unsupported, h.Notes = len(res.Objects), res.Unsupported, res.Notes
 	}
-	if err := json.NewEncoder(out).Encode(resp); err != nil {
+	if err := enc.Encode(h); err != nil {
 		fmt.Fprintf(errOut, "render child: %v\n", err)
 		return exitBadRequest
+	}
+	for i := range h.Objects {
+		o := res.Objects[i]
+		res.Objects[i] = Object{} // encoded objects are garbage
+		b, err := proto.Marshal(o.Object)
+		if err == nil {
+			err = enc.Encode(wireObject{Template: o.Template, Line: o.Line, Object: b, Manifest: o.Manifest})
+		}
+		if err != nil {
+			fmt.Fprintf(errOut, "render child: %v\n", err)
+			return exitBadRequest
+		}
 	}
 	return 0
 }
 
-// watchHeap ends the child when its live heap passes limit: between the
-// soft limit (GC works hard) and the kernel's hard one.
-func watchHeap(limit uint64, errOut io.Writer) {
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	for {
+// watchMemory ends the child when the memory the Go runtime holds from
+// the system (heap, garbage included, stacks and metadata, less what it
+// returned) grows more than limit beyond what it held at start. With the
+// Go memory limit set to the same size, the collector keeps a render whose
+// live data fits under it; one that does not fit ends here, polled each
+// millisecond on a thread of its own, before the pages of a large
+// allocation are written.
+func watchMemory(limit uint64, errOut io.Writer) {
+	sample := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	held := func() uint64 {
 		metrics.Read(sample)
-		if v := sample[0].Value.Uint64(); v > limit {
-			fmt.Fprintf(errOut, "render child: heap %d bytes is over the limit %d\n", v, limit)
+		return sample[0].Value.Uint64() - sample[1].Value.Uint64()
+	}
+	start := held()
+	for {
+		if v := held(); v > start+limit {
+			fmt.Fprintf(errOut, "render child: %d bytes held, over the limit of %d beyond the %d at start\n", v, limit, start)
 			os.Exit(exitOverMemory)
 		}
 		time.Sleep(time.Millisecond)

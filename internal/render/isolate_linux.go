@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -19,15 +20,22 @@ func childAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
 
-// limitSelf caps the child's writable memory at what it uses now plus
-// memory (the Go runtime fails "out of memory" past it) and its CPU time
+// threadSlack is room in RLIMIT_DATA for the stacks of the threads the Go
+// runtime may still start (8 MiB of address space each, little of it
+// ever touched).
+const threadSlack = 64 << 20
+
+// limitSelf caps the child's writable memory, as a backstop to
+// watchMemory, at what it maps now plus twice memory and room for thread
+// stacks (the Go runtime fails "out of memory" past it), and its CPU time
 // at cpu seconds (SIGXCPU).
 func limitSelf(memory int64, cpu int) error {
+	dropExecutablePages()
 	data, err := vmData()
 	if err != nil {
 		return err
 	}
-	lim := uint64(data + memory)
+	lim := uint64(data + 2*memory + threadSlack)
 	if err := syscall.Setrlimit(syscall.RLIMIT_DATA, &syscall.Rlimit{Cur: lim, Max: lim}); err != nil {
 		return fmt.Errorf("RLIMIT_DATA: %w", err)
 	}
@@ -58,4 +66,33 @@ func vmData() (int64, error) {
 func cpuExceeded(e *exec.ExitError) bool {
 	ws, ok := e.Sys().(syscall.WaitStatus)
 	return ok && ws.Signaled() && (ws.Signal() == syscall.SIGXCPU || ws.Signal() == syscall.SIGKILL)
+}
+
+// dropExecutablePages lets the kernel reclaim the pages of the executable
+// the child touched while starting (tens of MiB of a large binary, shared
+// with every process running it): they are mapped again from the page
+// cache when used, so the child's resident memory is what rendering
+// touches. Only read-only mappings are dropped; writable ones hold data.
+func dropExecutablePages() {
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return
+	}
+	for line := range bytes.Lines(maps) {
+		f := strings.Fields(string(line))
+		if len(f) < 6 || f[5] != exe || strings.Contains(f[1], "w") {
+			continue
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if !ok || err1 != nil || err2 != nil {
+			continue
+		}
+		_, _, _ = syscall.Syscall(syscall.SYS_MADVISE, uintptr(start), uintptr(end-start), syscall.MADV_DONTNEED)
+	}
 }

@@ -109,14 +109,14 @@ data: {fill: {{ $.Values.fill | quote }}}
 	return files
 }
 
-// TestLargeChartFitsTheLimit: a release of 1,500 objects (1.5 MiB of YAML)
+// TestLargeChartFitsTheLimit: a release of 2,500 objects (2.5 MiB of YAML)
 // renders within the render memory limit.
 func TestLargeChartFitsTheLimit(t *testing.T) {
-	res, err := Render(loadChart(t, bigChart(1500)), Options{ReleaseName: "big", Namespace: "big"})
+	res, err := Render(loadChart(t, bigChart(2500)), Options{ReleaseName: "big", Namespace: "big"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Objects) != 1500 {
+	if len(res.Objects) != 2500 {
 		t.Fatalf("%d objects", len(res.Objects))
 	}
 }
