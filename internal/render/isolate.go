@@ -178,7 +178,7 @@ func runChild(req []byte, memory int64, timeout time.Duration) ([]byte, error) {
 	}
 	msg := stderr.String()
 	switch {
-	case exit.ExitCode() == exitOverMemory || strings.Contains(msg, "out of memory") || strings.Contains(msg, "cannot allocate memory") || strings.Contains(msg, "pthread_create failed"):
+	case exit.ExitCode() == exitOverMemory, overMemory(msg):
 		return nil, &Error{Reason: fmt.Sprintf("rendering stopped: the chart used more than the render memory limit (%d MiB)", memory>>20)}
 	case cpuExceeded(exit):
 		return nil, &Error{Reason: fmt.Sprintf("rendering stopped: the chart used more than the render CPU limit (%s)", timeout)}
@@ -187,6 +187,18 @@ func runChild(req []byte, memory int64, timeout time.Duration) ([]byte, error) {
 		msg = msg[:512]
 	}
 	return nil, fmt.Errorf("render: the render process failed (%s): %s", exit, strings.TrimSpace(msg))
+}
+
+// overMemory reads the child's last words for an allocation that a limit
+// refused: the Go runtime's, the C library's (a thread's stack) and the
+// race detector's.
+func overMemory(stderr string) bool {
+	for _, s := range []string{"out of memory", "cannot allocate memory", "pthread_create failed", "failed to allocate"} {
+		if strings.Contains(stderr, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // capped is a buffer that keeps at most max bytes and notes the excess.
