@@ -142,10 +142,9 @@ func Load(archive []byte) (*chart.Chart, error) {
 	return c, nil
 }
 
-// render renders c with opts in this process (Render runs it in a child
-// process). It returns *Error for anything the chart or
+// Render renders c with opts. It returns *Error for anything the chart or
 // values are to blame for.
-func render(c *chart.Chart, opts Options) (*Result, error) {
+func Render(c *chart.Chart, opts Options) (*Result, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = "default"
 	}
