@@ -1,0 +1,319 @@
+package workload_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/internal/app"
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/reconcilers/pod"
+	"github.com/jetplane/jetplane/reconcilers/workload"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+var (
+	moduleOnce   sync.Once
+	moduleBin    []byte
+	moduleErr    error
+	compileCache string
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "jetplane-workload-test-")
+	if err != nil {
+		panic(err)
+	}
+	compileCache = filepath.Join(dir, "compiled")
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// module is testdata/module built for WASI, once per test run.
+func module(tb testing.TB) []byte {
+	tb.Helper()
+	moduleOnce.Do(func() {
+		out := filepath.Join(filepath.Dir(compileCache), "module.wasm")
+		cmd := exec.Command("go", "build", "-o", out, "./testdata/module")
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			moduleErr = fmt.Errorf("build module: %v\n%s", err, msg)
+			return
+		}
+		moduleBin, moduleErr = os.ReadFile(out)
+	})
+	if moduleErr != nil {
+		tb.Fatal(moduleErr)
+	}
+	return moduleBin
+}
+
+type cluster struct {
+	tb     testing.TB
+	app    *app.App
+	client *api.Client
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// startCluster runs jetplane in-process with its node agent n1 and the
+// module pushed as module:v1 and module:v2.
+func startCluster(tb testing.TB, mutate func(*app.Config)) *cluster {
+	tb.Helper()
+	cfg := app.Config{
+		DataDir: tb.TempDir(), Listen: "127.0.0.1:0", NATSPort: -1, Logger: quiet(),
+		Pods:      app.PodsConfig{Agent: pod.AgentConfig{Node: "n1", CompileCache: compileCache, Heartbeat: 200 * time.Millisecond}},
+		Workloads: app.WorkloadsConfig{JobBackoff: 50 * time.Millisecond},
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := app.New(ctx, cfg)
+	if err != nil {
+		cancel()
+		tb.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			tb.Error("app did not stop within 30s")
+		}
+	})
+	c := &cluster{tb: tb, app: a, client: &api.Client{BaseURL: a.URL()}}
+	c.poll("ready", 2*time.Minute, func() bool {
+		resp, err := http.Get(a.URL() + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	bin := module(tb)
+	for _, ref := range []string{"module:v1", "module:v2"} {
+		if _, err := a.Images().Push(context.Background(), ref, strings.NewReader(string(bin)), 0); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	c.waitNode("n1", "Ready")
+	return c
+}
+
+func (c *cluster) poll(what string, d time.Duration, cond func() bool) {
+	c.tb.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.tb.Fatalf("not %s after %s", what, d)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (c *cluster) waitNode(name, phase string) {
+	c.tb.Helper()
+	c.poll("node "+name+" "+phase, time.Minute, func() bool {
+		return c.app.Store().Get(projections.Key{Kind: "Node", Name: name}).GetStatus().GetPhase() == phase
+	})
+}
+
+func (c *cluster) apply(manifest string) {
+	c.tb.Helper()
+	if _, err := c.client.Apply(context.Background(), "test.yaml", []byte(manifest), ""); err != nil {
+		c.tb.Fatal(err)
+	}
+}
+
+func (c *cluster) delete(k projections.Key) {
+	c.tb.Helper()
+	if _, err := c.client.Delete(context.Background(), api.Key{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name}); err != nil {
+		c.tb.Fatal(err)
+	}
+}
+
+// startAgent runs another node agent in this process until the test ends
+// or stop is called.
+func (c *cluster) startAgent(node string) (stop func()) {
+	c.tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, err := events.OpenNode(ctx, c.app.Log().Conn(), node)
+	if err != nil {
+		cancel()
+		c.tb.Fatal(err)
+	}
+	ag, err := pod.NewAgent(pod.AgentConfig{Node: node, Conn: conn, Dir: c.tb.TempDir(), CompileCache: compileCache, Heartbeat: 200 * time.Millisecond, Logger: quiet()})
+	if err != nil {
+		cancel()
+		c.tb.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ag.Start(ctx) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	c.tb.Cleanup(stop)
+	c.waitNode(node, "Ready")
+	return stop
+}
+
+// pods lists the pods whose owner (directly or through a ReplicaSet) is
+// owner and that are not being deleted.
+func (c *cluster) pods(owner projections.Key) []*schemas.Object {
+	all, _ := c.app.Store().List(projections.Query{Kind: "Pod", Namespace: owner.Namespace})
+	var out []*schemas.Object
+	for _, p := range all {
+		o, ok := workload.OwnerOf(p.GetMetadata())
+		if !ok || p.GetStatus().GetGoal() == projections.GoalDeleted {
+			continue
+		}
+		if o != owner {
+			rs := c.app.Store().Get(o)
+			if rs == nil {
+				continue
+			}
+			if oo, ok := workload.OwnerOf(rs.GetMetadata()); !ok || oo != owner {
+				continue
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func ready(p *schemas.Object) bool {
+	for _, c := range p.GetStatus().GetConditions() {
+		if c.GetType() == "Ready" {
+			return c.GetStatus() == "True"
+		}
+	}
+	return false
+}
+
+func nodeOf(p *schemas.Object) string { return p.GetSpec().GetFields()["nodeName"].GetStringValue() }
+
+func argsOf(p *schemas.Object) string {
+	cs := p.GetSpec().GetFields()["containers"].GetListValue().GetValues()
+	var out []string
+	for _, a := range cs[0].GetStructValue().GetFields()["args"].GetListValue().GetValues() {
+		out = append(out, a.GetStringValue())
+	}
+	return strings.Join(out, " ")
+}
+
+// waitRunning waits for n pods of owner, all Ready (and, when where is
+// set, each satisfying it), and returns them.
+func (c *cluster) waitRunning(owner projections.Key, n int, d time.Duration, where func(*schemas.Object) bool) []*schemas.Object {
+	c.tb.Helper()
+	var got []*schemas.Object
+	c.poll(fmt.Sprintf("%d pods of %s running", n, owner), d, func() bool {
+		got = c.pods(owner)
+		if len(got) != n {
+			return false
+		}
+		for _, p := range got {
+			if !ready(p) || (where != nil && !where(p)) {
+				return false
+			}
+		}
+		return true
+	})
+	return got
+}
+
+func deploymentYAML(replicas int, image, arg string) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: %d
+  selector: {matchLabels: {app: web}}
+  strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 1}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: web
+        image: %s
+        args: [serve, %s]
+`, replicas, image, arg)
+}
+
+var webKey = projections.Key{Kind: workload.KindDeployment, Namespace: "default", Name: "web"}
+
+func TestADeploymentSpreadsScalesRollsOutAndIsDeleted(t *testing.T) {
+	c := startCluster(t, nil)
+	c.startAgent("n2")
+	c.apply(deploymentYAML(4, "module:v1", "a"))
+	pods := c.waitRunning(webKey, 4, time.Minute, nil)
+	nodes := map[string]int{}
+	for _, p := range pods {
+		nodes[nodeOf(p)]++
+	}
+	if nodes["n1"] == 0 || nodes["n2"] == 0 {
+		t.Fatalf("4 replicas did not spread over both nodes: %v", nodes)
+	}
+	c.apply(deploymentYAML(6, "module:v1", "a"))
+	c.waitRunning(webKey, 6, time.Minute, nil)
+
+	// A template change rolls out: never fewer than 6-1 ready pods, never
+	// more than 6+1 pods.
+	stop := make(chan struct{})
+	worst := make(chan [2]int, 1)
+	go func() {
+		minReady, maxPods := 6, 0
+		for {
+			select {
+			case <-stop:
+				worst <- [2]int{minReady, maxPods}
+				return
+			default:
+			}
+			ps := c.pods(webKey)
+			n := 0
+			for _, p := range ps {
+				if ready(p) {
+					n++
+				}
+			}
+			minReady, maxPods = min(minReady, n), max(maxPods, len(ps))
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	c.apply(deploymentYAML(6, "module:v2", "b"))
+	c.waitRunning(webKey, 6, time.Minute, func(p *schemas.Object) bool { return argsOf(p) == "serve b" })
+	close(stop)
+	w := <-worst
+	if w[0] < 5 {
+		t.Errorf("during the rollout only %d pods were ready; maxUnavailable 1 allows 5", w[0])
+	}
+	d := c.app.Store().Get(webKey)
+	if d.GetStatus().GetPhase() != "Ready" {
+		c.poll("deployment Ready", 30*time.Second, func() bool { return c.app.Store().Get(webKey).GetStatus().GetPhase() == "Ready" })
+	}
+	rss, _ := c.app.Store().List(projections.Query{Kind: workload.KindReplicaSet, Namespace: "default"})
+	if len(rss) != 2 {
+		t.Fatalf("want the old and the new ReplicaSet, have %d", len(rss))
+	}
+
+	c.delete(webKey)
+	c.poll("deployment, replica sets and pods gone", time.Minute, func() bool {
+		rss, _ := c.app.Store().List(projections.Query{Kind: workload.KindReplicaSet, Namespace: "default"})
+		pods, _ := c.app.Store().List(projections.Query{Kind: "Pod", Namespace: "default"})
+		return c.app.Store().Get(webKey) == nil && len(rss) == 0 && len(pods) == 0
+	})
+}
