@@ -55,4 +55,3 @@ func TestRollingUpdateSteps(t *testing.T) {
 	}
 	t.Fatalf("no progress: new %d, old %d", newRS.replicas, oldRS.replicas)
 }
-
