@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -316,4 +317,126 @@ func TestADeploymentSpreadsScalesRollsOutAndIsDeleted(t *testing.T) {
 		pods, _ := c.app.Store().List(projections.Query{Kind: "Pod", Namespace: "default"})
 		return c.app.Store().Get(webKey) == nil && len(rss) == 0 && len(pods) == 0
 	})
+}
+
+func jobYAML(name, arg string, completions, parallelism, backoffLimit int) string {
+	return fmt.Sprintf(`apiVersion: batch/v1
+kind: Job
+metadata: {name: %s, namespace: default}
+spec:
+  completions: %d
+  parallelism: %d
+  backoffLimit: %d
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: task
+        image: module:v1
+        args: [%s]
+`, name, completions, parallelism, backoffLimit, arg)
+}
+
+// concurrency reads from the log how many of pods were active at once:
+// each from its creation to its first report of a finished phase.
+func (c *cluster) concurrency(pods []*schemas.Object) int {
+	c.tb.Helper()
+	type edge struct {
+		seq   uint64
+		delta int
+	}
+	var edges []edge
+	for _, p := range pods {
+		evs, err := c.app.Log().History(context.Background(), projections.ObjectKey(p).Proto())
+		if err != nil {
+			c.tb.Fatal(err)
+		}
+		for _, ev := range evs {
+			if ev.Type == schemas.EventType_EVENT_TYPE_APPLIED {
+				edges = append(edges, edge{ev.GetSequence(), 1})
+				break
+			}
+		}
+		for _, ev := range evs {
+			ph := ev.GetObject().GetStatus().GetDetails().GetFields()["phase"].GetStringValue()
+			if ev.Type == schemas.EventType_EVENT_TYPE_STATUS_CHANGED && (ph == "Succeeded" || ph == "Failed") {
+				edges = append(edges, edge{ev.GetSequence(), -1})
+				break
+			}
+		}
+	}
+	slices.SortFunc(edges, func(a, b edge) int { return int(a.seq) - int(b.seq) })
+	n, peak := 0, 0
+	for _, e := range edges {
+		n += e.delta
+		peak = max(peak, n)
+	}
+	return peak
+}
+
+func jobPods(c *cluster, name string) []*schemas.Object {
+	all, _ := c.app.Store().List(projections.Query{Kind: "Pod", Namespace: "default"})
+	var out []*schemas.Object
+	for _, p := range all {
+		if o, ok := workload.OwnerOf(p.GetMetadata()); ok && o.Name == name && o.Kind == workload.KindJob {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func TestAJobRunsItsCompletionsWithinItsParallelism(t *testing.T) {
+	c := startCluster(t, nil)
+	k := projections.Key{Kind: workload.KindJob, Namespace: "default", Name: "batch"}
+	c.apply(jobYAML("batch", "work", 3, 2, 0))
+	c.poll("job Complete", time.Minute, func() bool { return c.app.Store().Get(k).GetStatus().GetPhase() == workload.PhaseComplete })
+	pods := jobPods(c, "batch")
+	if len(pods) != 3 {
+		t.Fatalf("a Job of 3 completions that never failed ran %d pods", len(pods))
+	}
+	if n := c.concurrency(pods); n > 2 {
+		t.Fatalf("%d pods ran at once; parallelism is 2", n)
+	} else if n < 2 {
+		t.Fatalf("only %d pod ran at a time; parallelism is 2", n)
+	}
+	det := c.app.Store().Get(k).GetStatus().GetDetails().GetFields()
+	if det["succeeded"].GetNumberValue() != 3 || det["completionTime"].GetStringValue() == "" {
+		t.Fatalf("status %v", det)
+	}
+}
+
+func TestAFailingJobStopsAtItsBackoffLimit(t *testing.T) {
+	c := startCluster(t, nil)
+	k := projections.Key{Kind: workload.KindJob, Namespace: "default", Name: "broken"}
+	c.apply(jobYAML("broken", "fail", 1, 1, 2))
+	c.poll("job Failed", time.Minute, func() bool { return c.app.Store().Get(k).GetStatus().GetPhase() == "Failed" })
+	st := c.app.Store().Get(k).GetStatus()
+	if !strings.Contains(st.GetMessage(), "backoff limit") {
+		t.Fatalf("message %q", st.GetMessage())
+	}
+	if pods := jobPods(c, "broken"); len(pods) != 3 {
+		t.Fatalf("backoffLimit 2 allows 3 failed pods; ran %d", len(pods))
+	}
+}
+
+func TestADaemonSetRunsOnANodeThatJoinsLater(t *testing.T) {
+	c := startCluster(t, nil)
+	k := projections.Key{Kind: workload.KindDaemonSet, Namespace: "default", Name: "agent"}
+	c.apply(`apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: default}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      containers:
+      - {name: agent, image: module:v1, args: [serve]}
+`)
+	c.waitRunning(k, 1, time.Minute, func(p *schemas.Object) bool { return nodeOf(p) == "n1" })
+	c.startAgent("n2")
+	pods := c.waitRunning(k, 2, time.Minute, nil)
+	if nodeOf(pods[0]) == nodeOf(pods[1]) {
+		t.Fatalf("both daemon pods on %s", nodeOf(pods[0]))
+	}
 }
