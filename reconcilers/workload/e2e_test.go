@@ -440,3 +440,42 @@ spec:
 		t.Fatalf("both daemon pods on %s", nodeOf(pods[0]))
 	}
 }
+
+// TestPodsOfALostNodeTurnUnknownAndAreReplaced stops a node's agent: its
+// pods are reported Unknown (Ready Unknown, reason NodeLost) while the
+// node is NotReady, then evicted and replaced on the surviving node.
+func TestPodsOfALostNodeTurnUnknownAndAreReplaced(t *testing.T) {
+	const grace, eviction = time.Second, time.Second
+	c := startCluster(t, func(cfg *app.Config) { cfg.Pods.NodeGrace, cfg.Pods.NodeEviction = grace, eviction })
+	stop := c.startAgent("n2")
+	c.apply(deploymentYAML(4, "module:v1", "a"))
+	pods := c.waitRunning(webKey, 4, time.Minute, nil)
+	var lost []projections.Key
+	for _, p := range pods {
+		if nodeOf(p) == "n2" {
+			lost = append(lost, projections.ObjectKey(p))
+		}
+	}
+	if len(lost) == 0 {
+		t.Fatal("no pod on n2")
+	}
+	stop()
+	start := time.Now()
+	c.poll("pods of n2 Unknown", 10*time.Second, func() bool {
+		for _, k := range lost {
+			st := c.app.Store().Get(k).GetStatus()
+			if st.GetPhase() != "Unknown" || st.GetDetails().GetFields()["reason"].GetStringValue() != "NodeLost" {
+				return false
+			}
+			if len(st.GetConditions()) == 0 || st.GetConditions()[0].GetStatus() != "Unknown" {
+				return false
+			}
+		}
+		return true
+	})
+	c.waitRunning(webKey, 4, grace+eviction+2*time.Second+time.Second, func(p *schemas.Object) bool { return nodeOf(p) == "n1" })
+	t.Logf("replaced on n1 %s after the agent stopped (grace %s, eviction %s)", time.Since(start).Round(time.Millisecond), grace, eviction)
+	if d := time.Since(start); d > grace+eviction+2*time.Second+200*time.Millisecond {
+		t.Errorf("replacement took %s; want within grace+eviction+2s", d)
+	}
+}
