@@ -479,3 +479,60 @@ func TestPodsOfALostNodeTurnUnknownAndAreReplaced(t *testing.T) {
 		t.Errorf("replacement took %s; want within grace+eviction+2s", d)
 	}
 }
+
+// TestIdleWorkloadsAndNodesWriteNothing runs every key again and again
+// (resync every 100 ms, heartbeats every 200 ms) once a Deployment, a
+// finished Job and a DaemonSet have settled on two nodes: nothing changes,
+// so nothing is written.
+func TestIdleWorkloadsAndNodesWriteNothing(t *testing.T) {
+	c := startCluster(t, func(cfg *app.Config) {
+		cfg.Queue.Resync = 100 * time.Millisecond
+		cfg.Pods.NodeGrace = 2 * time.Second
+	})
+	c.startAgent("n2")
+	c.apply(deploymentYAML(3, "module:v1", "a"))
+	c.apply(jobYAML("once", "work", 1, 1, 0))
+	c.apply(`apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: default}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      containers:
+      - {name: agent, image: module:v1, args: [serve]}
+`)
+	c.waitRunning(webKey, 3, time.Minute, nil)
+	c.waitRunning(projections.Key{Kind: workload.KindDaemonSet, Namespace: "default", Name: "agent"}, 2, time.Minute, nil)
+	c.poll("everything settled", time.Minute, func() bool {
+		for _, k := range []projections.Key{webKey, {Kind: workload.KindJob, Namespace: "default", Name: "once"}, {Kind: workload.KindDaemonSet, Namespace: "default", Name: "agent"}} {
+			if ph := c.app.Store().Get(k).GetStatus().GetPhase(); ph != "Ready" && ph != workload.PhaseComplete {
+				return false
+			}
+		}
+		return true
+	})
+	// Let the last reports land, then watch the log stand still.
+	time.Sleep(500 * time.Millisecond) // not a wait for a condition: the quiet period under test starts here
+	before, err := c.app.Log().LastSequence(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // the quiet period: ~30 resyncs and ~15 heartbeats per node
+	after, err := c.app.Log().LastSequence(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		_ = c.app.Log().Read(context.Background(), events.ReadOptions{From: before + 1}, func(m events.Message) error {
+			ev, err := m.Event()
+			if err != nil {
+				return err
+			}
+			t.Logf("event %d: %s %s by %s: %v", m.Sequence, ev.GetType(), projections.KeyOf(ev.GetKey()), ev.GetActor(), ev.GetObject().GetStatus())
+			return nil
+		})
+		t.Fatalf("idle workloads and nodes wrote %d events", after-before)
+	}
+}
