@@ -249,13 +249,21 @@ func TestKubectlHabits(t *testing.T) {
 	})
 
 	t.Run("friction: why PHASE stays -", func(t *testing.T) {
-		r := jp(t, bin, url, "get", "deploy")
-		if r.code != 0 || !strings.Contains(r.stderr, "PHASE is - for Deployment.apps: stored only, no reconciler writes status") {
-			t.Errorf("get deploy says nothing about PHASE: %s", r)
+		r := jp(t, bin, url, "get", "cm")
+		if r.code != 0 || !strings.Contains(r.stderr, "PHASE is - for ConfigMap: stored only, no reconciler writes status") {
+			t.Errorf("get cm says nothing about PHASE: %s", r)
 		}
-		out := ok(t, bin, url, "describe", "deploy/shop/web")
+		out := ok(t, bin, url, "describe", "cm/shop/web-settings")
 		if !strings.Contains(out, "no reconciler: stored only") {
 			t.Errorf("describe:\n%s", out)
+		}
+		// A Deployment has its controller: kubectl's columns, no hint.
+		r = jp(t, bin, url, "get", "deploy")
+		if r.code != 0 || strings.Contains(r.stderr, "stored only") || !strings.Contains(r.stdout, "UP-TO-DATE") || !strings.Contains(r.stdout, "0/3") {
+			t.Errorf("get deploy: %s", r)
+		}
+		if out := ok(t, bin, url, "describe", "deploy/shop/web"); strings.Contains(out, "no reconciler") {
+			t.Errorf("describe deploy:\n%s", out)
 		}
 	})
 

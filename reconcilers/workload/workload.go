@@ -358,6 +358,17 @@ func anyMap(m map[string]string) map[string]any {
 	return out
 }
 
+// TemplateHash is the pod-template hash of a workload's spec.template, as
+// its controller labels the ReplicaSet (or daemon pods) of that template;
+// "" when it has none.
+func TemplateHash(obj *schemas.Object) string {
+	t, err := templateOf(obj)
+	if err != nil {
+		return ""
+	}
+	return hashTemplate(t.toStruct())
+}
+
 // hashTemplate is the pod-template hash: FNV-32a of the template
 // (canonical JSON: sorted keys), spelled with Kubernetes' safe alphabet,
 // as the Deployment controller names its ReplicaSets.
