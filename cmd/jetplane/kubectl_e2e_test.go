@@ -532,7 +532,7 @@ metadata: {name: o2, namespace: other}
 			}
 		}
 		out = ok(t, bin, url, "api-resources")
-		for _, re := range []string{`deployments\s+deploy\s+apps\s+true\s+Deployment\s+1\s+-`, `configmaps\s+cm\s+-\s+true\s+ConfigMap`, `pods\s+po\s`, `nodes\s+no\s`, `helmreleases\s+hr\s`, `namespaces\s+ns\s+-\s+false`, `secrets\s`, `applies\s`} {
+		for _, re := range []string{`deployments\s+deploy\s+apps\s+true\s+Deployment\s+1\s+reconciler/Deployment.apps`, `configmaps\s+cm\s+-\s+true\s+ConfigMap`, `pods\s+po\s`, `nodes\s+no\s`, `helmreleases\s+hr\s`, `namespaces\s+ns\s+-\s+false`, `secrets\s`, `applies\s`} {
 			if !regexp.MustCompile(re).MatchString(out) {
 				t.Errorf("api-resources lacks %s:\n%s", re, out)
 			}

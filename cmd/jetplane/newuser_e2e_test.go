@@ -74,7 +74,7 @@ func TestNewUserWalk(t *testing.T) {
 		if !utf8.ValidString(out) {
 			t.Errorf("history is not valid UTF-8:\n%q", out)
 		}
-		for _, want := range []string{"phase: Registered", "phase: Registered→ImagePull", "phase: ImagePull→Starting", "phase: Starting→Running", "phase: Running→Completed"} {
+		for _, want := range []string{"phase: Pending, state: Registered", "state: Registered→ImagePull", "state: ImagePull→Starting", "phase: Pending→Running, state: Starting→Running", "phase: Running→Succeeded, state: Running→Completed"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("history lacks %q:\n%s", want, out)
 			}
