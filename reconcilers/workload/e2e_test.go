@@ -536,3 +536,22 @@ spec:
 		t.Fatalf("idle workloads and nodes wrote %d events", after-before)
 	}
 }
+
+// TestAJobPastItsDeadlineFailsAndAFinishedOneExpires: activeDeadlineSeconds
+// stops a Job that runs too long; ttlSecondsAfterFinished deletes a
+// finished Job, and its pods with it.
+func TestAJobPastItsDeadlineFailsAndAFinishedOneExpires(t *testing.T) {
+	c := startCluster(t, nil)
+	slow := projections.Key{Kind: workload.KindJob, Namespace: "default", Name: "slow"}
+	c.apply(strings.Replace(jobYAML("slow", "serve", 1, 1, 0), "  backoffLimit: 0\n", "  backoffLimit: 0\n  activeDeadlineSeconds: 1\n", 1))
+	c.poll("slow Failed", time.Minute, func() bool { return c.app.Store().Get(slow).GetStatus().GetPhase() == "Failed" })
+	if st := c.app.Store().Get(slow).GetStatus(); !strings.Contains(st.GetMessage(), "deadline") {
+		t.Fatalf("slow: %v", st)
+	}
+	c.poll("slow's pod stopped", time.Minute, func() bool { return len(c.pods(slow)) == 0 })
+
+	brief := projections.Key{Kind: workload.KindJob, Namespace: "default", Name: "brief"}
+	c.apply(strings.Replace(jobYAML("brief", "work", 1, 1, 0), "  backoffLimit: 0\n", "  backoffLimit: 0\n  ttlSecondsAfterFinished: 1\n", 1))
+	c.poll("brief Complete", time.Minute, func() bool { return c.app.Store().Get(brief).GetStatus().GetPhase() == workload.PhaseComplete })
+	c.poll("brief and its pod gone", time.Minute, func() bool { return c.app.Store().Get(brief) == nil && len(jobPods(c, "brief")) == 0 })
+}
