@@ -3,6 +3,8 @@ package workload_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,7 +74,10 @@ func bareFleet(n int) []byte {
 // new template Running and the old ones gone, and, with a second node, the
 // time from a node's eviction to its pods replaced on the other node.
 func BenchmarkWorkloads(b *testing.B) {
-	const n = 1000
+	n := 1000
+	if v, err := strconv.Atoi(os.Getenv("JETPLANE_BENCH_REPLICAS")); err == nil && v > 0 {
+		n = v // a smaller fleet, to try the benchmark out
+	}
 	for range b.N {
 		c := startCluster(b, func(cfg *app.Config) {
 			cfg.Pods.Agent.Pods = 3 * n
@@ -130,10 +135,10 @@ func BenchmarkWorkloads(b *testing.B) {
 		})
 		replace := time.Since(stopped)
 
-		b.ReportMetric(bare.Seconds(), "ref-1000-bare-pods-s")
-		b.ReportMetric(deploy.Seconds(), "deploy-1000-s")
+		b.ReportMetric(bare.Seconds(), "ref-bare-pods-s")
+		b.ReportMetric(deploy.Seconds(), "deploy-s")
 		b.ReportMetric(deploy.Seconds()/bare.Seconds(), "deploy/bare")
-		b.ReportMetric(rollout.Seconds(), "rollout-1000-s")
+		b.ReportMetric(rollout.Seconds(), "rollout-s")
 		b.ReportMetric(float64(lost), "pods-lost")
 		b.ReportMetric(replace.Seconds(), "replace-after-kill-s")
 		b.ReportMetric((replace - 4*time.Second).Seconds(), "replace-after-eviction-s")
