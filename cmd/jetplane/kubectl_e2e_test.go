@@ -139,9 +139,9 @@ func TestKubectlHabits(t *testing.T) {
 			t.Errorf("get ns = %q", out)
 		}
 		// A kind jetplane knows, with no objects: kubectl's answer, exit 0.
-		r := jp(t, bin, url, "get", "pods")
+		r := jp(t, bin, url, "get", "services")
 		if r.code != 0 || !strings.Contains(r.stderr, "No objects found.") {
-			t.Errorf("get pods with none: %s", r)
+			t.Errorf("get services with none: %s", r)
 		}
 	})
 
