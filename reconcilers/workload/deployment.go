@@ -130,6 +130,7 @@ func (r *Reconciler) deployment(ctx context.Context, obj *schemas.Object) (recon
 	}
 	slices.SortFunc(old, func(a, b *rsView) int { return a.revision - b.revision })
 	var writes []*schemas.Object
+	waiting := false
 	if !spec.Paused {
 		if newRS == nil {
 			newRS = &rsView{hash: hash, revision: maxRev + 1, replicas: 0, before: -1}
@@ -143,7 +144,7 @@ func (r *Reconciler) deployment(ctx context.Context, obj *schemas.Object) (recon
 			newRS.before = -1
 		}
 		if recreate {
-			r.recreate(k, desired, newRS, old)
+			waiting = r.recreate(k, desired, newRS, old)
 		} else {
 			rollingUpdate(desired, surge, unavailable, newRS, old)
 		}
@@ -164,8 +165,16 @@ func (r *Reconciler) deployment(ctx context.Context, obj *schemas.Object) (recon
 			return reconcilers.Result{}, err
 		}
 	}
-	return r.deploymentStatus(k, obj, spec, desired, unavailable, newRS, old), nil
+	res := r.deploymentStatus(k, obj, spec, desired, unavailable, newRS, old)
+	if waiting && (res.RequeueAfter == 0 || res.RequeueAfter > recreatePoll) {
+		res.RequeueAfter = recreatePoll
+	}
+	return res, nil
 }
+
+// recreatePoll is how often a Recreate looks for its old pods to be gone:
+// their leaving changes no status the Deployment watches.
+const recreatePoll = 200 * time.Millisecond
 
 // rollingUpdate decides the replicas of the new and old ReplicaSets for
 // one step of a rolling update, with Kubernetes' arithmetic: the new one
@@ -222,8 +231,8 @@ func rollingUpdate(desired, surge, unavailable int32, newRS *rsView, old []*rsVi
 }
 
 // recreate scales every old ReplicaSet to zero and the new one up only
-// once no pod of the old ones is left.
-func (r *Reconciler) recreate(k projections.Key, desired int32, newRS *rsView, old []*rsView) {
+// once no pod of the old ones is left; it reports whether it waits.
+func (r *Reconciler) recreate(k projections.Key, desired int32, newRS *rsView, old []*rsView) bool {
 	left := 0
 	for _, v := range old {
 		v.replicas = 0
@@ -234,6 +243,7 @@ func (r *Reconciler) recreate(k projections.Key, desired int32, newRS *rsView, o
 	if left == 0 {
 		newRS.replicas = desired
 	}
+	return left > 0
 }
 
 // newReplicaSet is the ReplicaSet of the Deployment's current template.

@@ -555,3 +555,54 @@ func TestAJobPastItsDeadlineFailsAndAFinishedOneExpires(t *testing.T) {
 	c.poll("brief Complete", time.Minute, func() bool { return c.app.Store().Get(brief).GetStatus().GetPhase() == workload.PhaseComplete })
 	c.poll("brief and its pod gone", time.Minute, func() bool { return c.app.Store().Get(brief) == nil && len(jobPods(c, "brief")) == 0 })
 }
+
+// TestRecreateAndPause: a Recreate Deployment never runs old and new pods
+// at once; a paused one does not roll out a template change until resumed.
+func TestRecreateAndPause(t *testing.T) {
+	c := startCluster(t, nil)
+	recreate := func(arg string, paused bool) string {
+		y := strings.Replace(deploymentYAML(3, "module:v1", arg), "strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 1}}", "strategy: {type: Recreate}", 1)
+		if paused {
+			y = strings.Replace(y, "  replicas: 3\n", "  replicas: 3\n  paused: true\n", 1)
+		}
+		return y
+	}
+	c.apply(recreate("a", false))
+	c.waitRunning(webKey, 3, time.Minute, nil)
+	c.apply(recreate("b", true))
+	c.poll("paused", 30*time.Second, func() bool { return c.app.Store().Get(webKey).GetStatus().GetPhase() == workload.PhasePaused })
+	for _, p := range c.pods(webKey) {
+		if argsOf(p) != "serve a" {
+			t.Fatalf("a paused Deployment rolled out %s", p.GetMetadata().GetName())
+		}
+	}
+	stop := make(chan struct{})
+	mixed := make(chan bool, 1)
+	go func() {
+		seen := false
+		for {
+			select {
+			case <-stop:
+				mixed <- seen
+				return
+			default:
+			}
+			args := map[string]bool{}
+			for _, p := range c.pods(webKey) {
+				if podPhaseOf(p) == "Running" {
+					args[argsOf(p)] = true
+				}
+			}
+			seen = seen || len(args) > 1
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	c.apply(recreate("b", false))
+	c.waitRunning(webKey, 3, time.Minute, func(p *schemas.Object) bool { return argsOf(p) == "serve b" })
+	close(stop)
+	if <-mixed {
+		t.Fatal("Recreate ran old and new pods at once")
+	}
+}
+
+func podPhaseOf(p *schemas.Object) string { return p.GetStatus().GetPhase() }
