@@ -40,9 +40,13 @@ func (r *Reconciler) daemonSet(ctx context.Context, obj *schemas.Object) (reconc
 	hash := hashTemplate(t.toStruct())
 	nodes, _ := r.cfg.State.List(projections.Query{Kind: KindNode})
 	eligible := map[string]bool{}
+	lost := map[string]bool{}
 	for _, n := range nodes {
 		if n.GetStatus().GetGoal() != projections.GoalDeleted && shouldRun(&spec.Template.Spec, n) {
 			eligible[n.GetMetadata().GetName()] = true
+			// A NotReady node keeps its daemon pod but gets no new one:
+			// its eviction would delete it again, and again.
+			lost[n.GetMetadata().GetName()] = n.GetStatus().GetPhase() == "NotReady"
 		}
 	}
 	byNode := map[string][]*schemas.Object{}
@@ -75,6 +79,10 @@ func (r *Reconciler) daemonSet(ctx context.Context, obj *schemas.Object) (reconc
 		st.DesiredNumberScheduled++
 		pods := byNode[n]
 		if len(pods) == 0 {
+			if lost[n] {
+				unavailable++
+				continue
+			}
 			create = append(create, newPod(t, k.Namespace, childName(k.Name), map[string]string{LabelRevisionHash: hash}, n))
 			unavailable++
 			continue
