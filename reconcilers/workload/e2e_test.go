@@ -606,3 +606,43 @@ func TestRecreateAndPause(t *testing.T) {
 }
 
 func podPhaseOf(p *schemas.Object) string { return p.GetStatus().GetPhase() }
+
+// TestAReplicaSetAdoptsOnlyWhatItMay: an orphan pod its selector matches
+// is adopted only when its writer allowed it; any other orphan is left
+// alone and the ReplicaSet makes its own pods.
+func TestAReplicaSetAdoptsOnlyWhatItMay(t *testing.T) {
+	c := startCluster(t, nil)
+	orphan := func(name, allow string) string {
+		ann := ""
+		if allow != "" {
+			ann = fmt.Sprintf(", annotations: {jetplane.dev/allow-adoption-by: %s}", allow)
+		}
+		return fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: default, labels: {app: cache}%s}\nspec:\n  containers:\n  - {name: c, image: module:v1, args: [serve]}\n", name, ann)
+	}
+	c.apply(orphan("willing", "ReplicaSet.apps/default/cache"))
+	c.apply(orphan("stranger", ""))
+	rs := projections.Key{Kind: workload.KindReplicaSet, Namespace: "default", Name: "cache"}
+	c.apply(`apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {name: cache, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: cache}}
+  template:
+    metadata: {labels: {app: cache}}
+    spec:
+      containers:
+      - {name: c, image: module:v1, args: [serve]}
+`)
+	pods := c.waitRunning(rs, 2, time.Minute, nil)
+	names := map[string]bool{}
+	for _, p := range pods {
+		names[p.GetMetadata().GetName()] = true
+	}
+	if !names["willing"] || names["stranger"] {
+		t.Fatalf("the ReplicaSet's pods: %v; want willing adopted and stranger left alone", names)
+	}
+	if o, ok := workload.OwnerOf(c.app.Store().Get(projections.Key{Kind: "Pod", Namespace: "default", Name: "stranger"}).GetMetadata()); ok {
+		t.Fatalf("stranger owned by %s", o)
+	}
+}
