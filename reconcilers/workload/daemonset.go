@@ -42,7 +42,9 @@ func (r *Reconciler) daemonSet(ctx context.Context, obj *schemas.Object) (reconc
 	eligible := map[string]bool{}
 	lost := map[string]bool{}
 	for _, n := range nodes {
-		if n.GetStatus().GetGoal() != projections.GoalDeleted && shouldRun(&spec.Template.Spec, n) {
+		// A Node observed in a Kubernetes cluster has a namespace (the
+		// cluster's); only jetplane's own nodes run daemon pods.
+		if n.GetMetadata().GetNamespace() == "" && n.GetStatus().GetGoal() != projections.GoalDeleted && shouldRun(&spec.Template.Spec, n) {
 			eligible[n.GetMetadata().GetName()] = true
 			// A NotReady node keeps its daemon pod but gets no new one:
 			// its eviction would delete it again, and again.

@@ -1,9 +1,14 @@
 package workload
 
 import (
+	"context"
 	"testing"
 
+	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/schemas"
 )
 
 func TestFenceposts(t *testing.T) {
@@ -54,4 +59,42 @@ func TestRollingUpdateSteps(t *testing.T) {
 		}
 	}
 	t.Fatalf("no progress: new %d, old %d", newRS.replicas, oldRS.replicas)
+}
+
+// A Deployment the bridge observed in a Kubernetes cluster is that
+// cluster's to run: nothing is written for it, and its status is kept.
+func TestObservedWorkloadsAreLeftToTheirCluster(t *testing.T) {
+	r, err := New(Config{State: noState{}, Writer: noWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := structpb.NewStruct(map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "spec": map[string]any{"replicas": 3}})
+	obj := &schemas.Object{ApiVersion: "apps/v1", Kind: "Deployment", Metadata: &schemas.ObjectMeta{Name: "web", Namespace: "prod/shop"}, Spec: spec}
+	res, err := r.Reconcile(context.Background(), obj)
+	if err != nil || !res.KeepStatus {
+		t.Fatalf("Reconcile = %+v, %v; want nothing recorded", res, err)
+	}
+	if _, err := r.Finalize(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type noState struct{}
+
+func (noState) Get(projections.Key) *schemas.Object                { return nil }
+func (noState) List(projections.Query) ([]*schemas.Object, uint64) { return nil, 0 }
+
+type noWriter struct{ t *testing.T }
+
+func (w noWriter) Apply(context.Context, *schemas.Object, string, []*schemas.Object) error {
+	w.t.Error("wrote children for an observed object")
+	return nil
+}
+func (w noWriter) Delete(context.Context, *schemas.Object, string, projections.Key) error {
+	w.t.Error("deleted for an observed object")
+	return nil
+}
+func (w noWriter) Expire(context.Context, *schemas.Object, string) error {
+	w.t.Error("expired an observed object")
+	return nil
 }

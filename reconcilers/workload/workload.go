@@ -164,6 +164,9 @@ func handled(kind string) bool {
 // owner's status follows its children and a lost child is replaced; a
 // Node's change runs every DaemonSet.
 func (r *Reconciler) Owners(rec *schemas.ObjectRecord) []projections.Key {
+	if strings.IndexByte(rec.GetMetadata().GetNamespace(), '/') >= 0 {
+		return nil // observed in a Kubernetes cluster
+	}
 	var out []projections.Key
 	if k, ok := OwnerOf(rec.GetMetadata()); ok && handled(k.Kind) {
 		out = append(out, k)
@@ -178,8 +181,18 @@ func (r *Reconciler) Owners(rec *schemas.ObjectRecord) []projections.Key {
 	return out
 }
 
+// observed tells whether obj was seen in a Kubernetes cluster by the
+// bridge (its namespace is "<cluster>/<namespace>"): that cluster's own
+// controllers run it, and jetplane only records it.
+func observed(obj *schemas.Object) bool {
+	return strings.IndexByte(obj.GetMetadata().GetNamespace(), '/') >= 0
+}
+
 // Reconcile implements reconcilers.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconcilers.Result, error) {
+	if observed(obj) {
+		return reconcilers.Result{KeepStatus: true}, nil
+	}
 	switch projections.ObjectKey(obj).Kind {
 	case KindReplicaSet:
 		return r.replicaSet(ctx, obj)
@@ -198,6 +211,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 // object whose owner annotation names obj) is asked to go, and obj leaves
 // at once; each dependent's own controller deletes its dependents in turn.
 func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (reconcilers.Result, error) {
+	if observed(obj) {
+		return reconcilers.Result{}, nil
+	}
 	k := projections.ObjectKey(obj)
 	r.mu.Lock()
 	delete(r.daemonSets, k)
