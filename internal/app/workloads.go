@@ -29,11 +29,7 @@ func (a *App) workloadReconcilers() ([]reconcilers.Reconciler, error) {
 	if a.cfg.Workloads.Disabled {
 		return nil, nil
 	}
-	actor := "reconciler/workload"
-	if a.cfg.Instance != "" {
-		actor += "@" + a.cfg.Instance
-	}
-	r, err := workload.New(workload.Config{State: a.store, Writer: workloadWriter{a}, Actor: actor, JobBackoff: a.cfg.Workloads.JobBackoff, Logger: a.cfg.Logger})
+	r, err := workload.New(workload.Config{State: a.store, Writer: workloadWriter{a}, Instance: a.cfg.Instance, JobBackoff: a.cfg.Workloads.JobBackoff, Logger: a.cfg.Logger})
 	if err != nil {
 		return nil, err
 	}

@@ -96,9 +96,10 @@ type Writer interface {
 type Config struct {
 	State  State
 	Writer Writer
-	// Actor names the writer of children and statuses (default
-	// "reconciler/workload").
-	Actor string
+	// Instance names this process in the actor of every write:
+	// "reconciler/<owner's kind>@<instance>" ("reconciler/<kind>" when
+	// empty), as the runtime names the actor of statuses.
+	Instance string
 	// JobBackoff is the delay before a Job replaces its first failed pod,
 	// doubling with each failure up to six minutes (default 10 s, as in
 	// Kubernetes).
@@ -131,9 +132,6 @@ var _ reconcilers.Watcher = (*Reconciler)(nil)
 func New(cfg Config) (*Reconciler, error) {
 	if cfg.State == nil || cfg.Writer == nil {
 		return nil, errors.New("workload: Config.State and Config.Writer are required")
-	}
-	if cfg.Actor == "" {
-		cfg.Actor = "reconciler/workload"
 	}
 	if cfg.JobBackoff <= 0 {
 		cfg.JobBackoff = 10 * time.Second
@@ -238,7 +236,10 @@ func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (reconci
 }
 
 func (r *Reconciler) actor(owner projections.Key) string {
-	return r.cfg.Actor
+	if r.cfg.Instance == "" {
+		return "reconciler/" + owner.Kind
+	}
+	return "reconciler/" + owner.Kind + "@" + r.cfg.Instance
 }
 
 // owned lists the objects of kind in owner's namespace that owner's
