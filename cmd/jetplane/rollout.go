@@ -127,6 +127,7 @@ template it ever had, not only the ReplicaSets kept by revisionHistoryLimit;
 	}
 	add := func(use, short string, run func(cmd *cobra.Command, c *api.Client, k api.Key) error) *cobra.Command {
 		sub := &cobra.Command{Use: use + " KIND/NAME", Short: short, Args: cobra.RangeArgs(1, 2),
+			Example: fmt.Sprintf("  jetplane rollout %s deploy/web -n shop\n  jetplane rollout %s deploy web -n shop", use, use),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				k, err := workloadRef(args, ns)
 				if err != nil {
@@ -147,6 +148,7 @@ template it ever had, not only the ReplicaSets kept by revisionHistoryLimit;
 		}
 		return rolloutStatus(ctx, c, k, cmd.OutOrStdout())
 	})
+	status.Example += "\n  jetplane rollout status deploy/shop/web --timeout 2m"
 	status.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (0: wait for ever)")
 	var revision int
 	history := add("history", "List the revisions of a Deployment's template, from the log", func(cmd *cobra.Command, c *api.Client, k api.Key) error {
@@ -170,6 +172,7 @@ template it ever had, not only the ReplicaSets kept by revisionHistoryLimit;
 		}
 		return t.Write(cmd.OutOrStdout(), false)
 	})
+	history.Example += "\n  jetplane rollout history deploy/web -n shop --revision 2   # that revision's template"
 	history.Flags().IntVar(&revision, "revision", 0, "show the template of this revision")
 	var toRevision int
 	undo := add("undo", "Apply an earlier revision's template again (default: the one before)", func(cmd *cobra.Command, c *api.Client, k api.Key) error {
@@ -203,6 +206,7 @@ template it ever had, not only the ReplicaSets kept by revisionHistoryLimit;
 		fmt.Fprintf(cmd.OutOrStdout(), "%s rolled back to revision %d\n", kindWord(obj), target.number)
 		return nil
 	})
+	undo.Example += "\n  jetplane rollout undo deploy/web -n shop --to-revision 1"
 	undo.Flags().IntVar(&toRevision, "to-revision", 0, "the revision to go back to (default: the previous one)")
 	add("restart", "Replace every pod, by a rolling update of an unchanged template", func(cmd *cobra.Command, c *api.Client, k api.Key) error {
 		return editSpec(cmd, c, k, "restarted", func(spec *structpb.Struct) {
