@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/internal/app"
@@ -152,13 +154,21 @@ func (c *cluster) delete(k projections.Key) {
 // or stop is called.
 func (c *cluster) startAgent(node string) (stop func()) {
 	c.tb.Helper()
+	return c.startAgentWith(pod.AgentConfig{Node: node})
+}
+
+// startAgentWith runs an agent of cfg (its node, labels, taints).
+func (c *cluster) startAgentWith(cfg pod.AgentConfig) (stop func()) {
+	c.tb.Helper()
+	node := cfg.Node
 	ctx, cancel := context.WithCancel(context.Background())
 	conn, err := events.OpenNode(ctx, c.app.Log().Conn(), node)
 	if err != nil {
 		cancel()
 		c.tb.Fatal(err)
 	}
-	ag, err := pod.NewAgent(pod.AgentConfig{Node: node, Conn: conn, Dir: c.tb.TempDir(), CompileCache: compileCache, Heartbeat: 200 * time.Millisecond, Logger: quiet()})
+	cfg.Conn, cfg.Dir, cfg.CompileCache, cfg.Heartbeat, cfg.Logger = conn, c.tb.TempDir(), compileCache, 200*time.Millisecond, quiet()
+	ag, err := pod.NewAgent(cfg)
 	if err != nil {
 		cancel()
 		c.tb.Fatal(err)
@@ -489,7 +499,8 @@ func TestIdleWorkloadsAndNodesWriteNothing(t *testing.T) {
 		cfg.Queue.Resync = 100 * time.Millisecond
 		cfg.Pods.NodeGrace = 2 * time.Second
 	})
-	c.startAgent("n2")
+	c.startAgentWith(pod.AgentConfig{Node: "n2", Labels: map[string]string{"zone": "b"},
+		Taints: []corev1.Taint{{Key: "dedicated", Value: "edge", Effect: corev1.TaintEffectPreferNoSchedule}}})
 	c.apply(deploymentYAML(3, "module:v1", "a"))
 	c.apply(jobYAML("once", "work", 1, 1, 0))
 	c.apply(`apiVersion: apps/v1
