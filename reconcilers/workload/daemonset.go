@@ -60,7 +60,7 @@ func (r *Reconciler) daemonSet(ctx context.Context, obj *schemas.Object) (reconc
 			}
 			continue
 		}
-		n := p.GetSpec().GetFields()["nodeName"].GetStringValue()
+		n := r.nodeNameOf(p)
 		if !eligible[n] {
 			misplaced = append(misplaced, p)
 			continue
@@ -90,7 +90,7 @@ func (r *Reconciler) daemonSet(ctx context.Context, obj *schemas.Object) (reconc
 			continue
 		}
 		st.CurrentNumberScheduled++
-		rankForDeletion(pods)
+		r.rankForDeletion(pods)
 		del = append(del, pods[:len(pods)-1]...) // one pod per node: keep the best
 		p := pods[len(pods)-1]
 		if podReady(p) {
@@ -117,7 +117,7 @@ func (r *Reconciler) daemonSet(ctx context.Context, obj *schemas.Object) (reconc
 			}
 			maxUnavailable = max(int32(v), 1)
 		}
-		rankForDeletion(stale)
+		r.rankForDeletion(stale)
 		for _, p := range stale {
 			if podReady(p) {
 				if unavailable >= maxUnavailable {

@@ -137,7 +137,7 @@ func (r *Reconciler) job(ctx context.Context, obj *schemas.Object) (reconcilers.
 			}
 			active = append(active, objs...)
 		case diff > 0:
-			rankForDeletion(active)
+			r.rankForDeletion(active)
 			for _, p := range active[:diff] {
 				if err := r.cfg.Writer.Delete(ctx, obj, r.actor(k), projections.ObjectKey(p)); err != nil {
 					return reconcilers.Result{}, err

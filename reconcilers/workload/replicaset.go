@@ -60,7 +60,7 @@ func (r *Reconciler) replicaSet(ctx context.Context, obj *schemas.Object) (recon
 		}
 		// Their arrival runs this key again (Owners), with them counted.
 	case diff > 0:
-		rankForDeletion(active)
+		r.rankForDeletion(active)
 		for _, p := range active[:diff] {
 			if err := r.cfg.Writer.Delete(ctx, obj, r.actor(k), projections.ObjectKey(p)); err != nil {
 				return reconcilers.Result{}, fmt.Errorf("delete %s: %w", p.GetMetadata().GetName(), err)

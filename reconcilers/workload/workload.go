@@ -242,18 +242,63 @@ func (r *Reconciler) actor(owner projections.Key) string {
 	return "reconciler/" + owner.Kind + "@" + r.cfg.Instance
 }
 
+// Records reads the projection without decoding specs (the projection
+// Store has it): a ReplicaSet's run reads only its pods' metadata and
+// status, and decoding every pod's spec at every run was most of its cost.
+type Records interface {
+	Keys(projections.Query) ([]projections.Key, uint64)
+	GetRecord(projections.Key) *schemas.ObjectRecord
+}
+
 // owned lists the objects of kind in owner's namespace that owner's
-// controller wrote, by name.
+// controller wrote, by name. Pods come without their spec when the State
+// offers Records (nodeNameOf reads it when needed); other kinds whole.
 func (r *Reconciler) owned(owner projections.Key, kind string) []*schemas.Object {
-	all, _ := r.cfg.State.List(projections.Query{Kind: kind, Namespace: owner.Namespace})
 	ref := OwnerRef(owner)
-	out := all[:0]
-	for _, o := range all {
-		if o.GetMetadata().GetAnnotations()[annotationOwner] == ref {
+	return r.matching(projections.Query{Kind: kind, Namespace: owner.Namespace}, kind == KindPod, func(md *schemas.ObjectMeta, _ *schemas.Status) bool {
+		return md.GetAnnotations()[annotationOwner] == ref
+	})
+}
+
+// matching lists the objects of q that keep passes; light leaves their
+// spec out when the State can.
+func (r *Reconciler) matching(q projections.Query, light bool, keep func(*schemas.ObjectMeta, *schemas.Status) bool) []*schemas.Object {
+	rs, ok := r.cfg.State.(Records)
+	if !ok {
+		all, _ := r.cfg.State.List(q)
+		out := all[:0]
+		for _, o := range all {
+			if keep(o.GetMetadata(), o.GetStatus()) {
+				out = append(out, o)
+			}
+		}
+		return out
+	}
+	keys, _ := rs.Keys(q)
+	var out []*schemas.Object
+	for _, k := range keys {
+		rec := rs.GetRecord(k)
+		if rec == nil || !keep(rec.GetMetadata(), rec.GetStatus()) {
+			continue
+		}
+		if light {
+			out = append(out, &schemas.Object{ApiVersion: rec.GetApiVersion(), Kind: rec.GetKind(), Metadata: rec.GetMetadata(), Status: rec.GetStatus()})
+		} else if o := r.cfg.State.Get(k); o != nil {
 			out = append(out, o)
 		}
 	}
 	return out
+}
+
+// nodeNameOf is the node a pod is bound to, read from the projection when
+// the pod came without its spec.
+func (r *Reconciler) nodeNameOf(p *schemas.Object) string {
+	if p.Spec == nil {
+		if full := r.cfg.State.Get(projections.ObjectKey(p)); full != nil {
+			p.Spec = full.Spec
+		}
+	}
+	return p.GetSpec().GetFields()["nodeName"].GetStringValue()
 }
 
 // adoptable lists the objects of kind in owner's namespace that have no
@@ -261,17 +306,12 @@ func (r *Reconciler) owned(owner projections.Key, kind string) []*schemas.Object
 // gate refuses any other adoption (decision 0038), where Kubernetes would
 // adopt every orphan its selector matches.
 func (r *Reconciler) adoptable(owner projections.Key, kind string, sel labels.Selector) []*schemas.Object {
-	all, _ := r.cfg.State.List(projections.Query{Kind: kind, Namespace: owner.Namespace})
 	ref := OwnerRef(owner)
-	var out []*schemas.Object
-	for _, o := range all {
-		ann := o.GetMetadata().GetAnnotations()
-		if ann[annotationOwner] == "" && ann[annotationAllowAdoption] == ref && o.GetStatus().GetGoal() != projections.GoalDeleted &&
-			sel.Matches(labels.Set(o.GetMetadata().GetLabels())) {
-			out = append(out, o)
-		}
-	}
-	return out
+	return r.matching(projections.Query{Kind: kind, Namespace: owner.Namespace}, false, func(md *schemas.ObjectMeta, st *schemas.Status) bool {
+		ann := md.GetAnnotations()
+		return ann[annotationOwner] == "" && ann[annotationAllowAdoption] == ref && st.GetGoal() != projections.GoalDeleted &&
+			sel.Matches(labels.Set(md.GetLabels()))
+	})
 }
 
 // adopt re-applies objs for owner, so the gate records owner as theirs.
@@ -522,8 +562,11 @@ func int32Or(p *int32, def int32) int32 {
 // rankForDeletion orders pods the way Kubernetes picks which to delete
 // first: unscheduled before scheduled, pending before unknown before
 // running, not ready before ready, more restarts first, newer first.
-func rankForDeletion(pods []*schemas.Object) {
+func (r *Reconciler) rankForDeletion(pods []*schemas.Object) {
 	phaseRank := map[corev1.PodPhase]int{corev1.PodPending: 0, corev1.PodUnknown: 1, corev1.PodRunning: 2}
+	for _, p := range pods {
+		r.nodeNameOf(p) // reads the spec once, before sorting
+	}
 	slices.SortStableFunc(pods, func(a, b *schemas.Object) int {
 		an, bn := a.GetSpec().GetFields()["nodeName"].GetStringValue() != "", b.GetSpec().GetFields()["nodeName"].GetStringValue() != ""
 		if an != bn {
