@@ -614,7 +614,7 @@ func (c *controller) decide(ctx context.Context, k projections.Key, obj *schemas
 		res, err := c.rec.Finalize(ctx, obj)
 		return outcome{res: res, err: err, finalize: err == nil && res.RequeueAfter == 0}
 	}
-	if blocked := blockers(obj, st.Get); len(blocked) > 0 {
+	if blocked := blockers(obj, st.Get, c.rt.Handles); len(blocked) > 0 {
 		return outcome{waiting: describe(blocked)}
 	}
 	res, err := c.rec.Reconcile(ctx, obj)

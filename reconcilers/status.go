@@ -38,9 +38,11 @@ func readyStatus(st *schemas.Status) string {
 }
 
 // blockers returns why obj may not be reconciled yet: the dependencies that
-// are missing or not Ready, described. get looks a key up in current state.
-// Empty means every dependency is Ready.
-func blockers(obj *schemas.Object, get func(projections.Key) *schemas.Object) []string {
+// are missing or not Ready, described. get looks a key up in current state;
+// handled tells whether a reconciler here runs a kind. A dependency of a
+// kind nothing reconciles here (a ConfigMap) has no Ready condition to
+// wait for: it is ready once stored. Empty means every dependency is Ready.
+func blockers(obj *schemas.Object, get func(projections.Key) *schemas.Object, handled func(kind string) bool) []string {
 	var out []string
 	for _, d := range obj.GetMetadata().GetDependsOn() {
 		k := projections.KeyOf(d)
@@ -50,6 +52,7 @@ func blockers(obj *schemas.Object, get func(projections.Key) *schemas.Object) []
 			out = append(out, k.String()+" does not exist")
 		case dep.GetStatus().GetGoal() == projections.GoalDeleted:
 			out = append(out, k.String()+" is being deleted")
+		case readyStatus(dep.GetStatus()) == "" && !handled(k.Kind):
 		case !IsReady(dep):
 			out = append(out, k.String()+" is not Ready")
 		}

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
 )
 
@@ -46,5 +47,23 @@ func TestSameStatusIgnoresOnlyTheNextRunTime(t *testing.T) {
 				t.Fatal("sameStatus changed its argument")
 			}
 		})
+	}
+}
+
+// A dependency of a kind nothing reconciles here is ready once stored; one
+// of a reconciled kind waits for its Ready condition.
+func TestBlockersWaitOnlyForReconciledKinds(t *testing.T) {
+	cm := &schemas.Object{Kind: "ConfigMap", Metadata: &schemas.ObjectMeta{Name: "c", Namespace: "n"}}
+	rel := &schemas.Object{Kind: "HelmRelease", Metadata: &schemas.ObjectMeta{Name: "r", Namespace: "n"}}
+	state := map[string]*schemas.Object{"ConfigMap": cm, "HelmRelease": rel}
+	get := func(k projections.Key) *schemas.Object { return state[k.Kind] }
+	handled := func(kind string) bool { return kind == "HelmRelease" }
+	obj := &schemas.Object{Metadata: &schemas.ObjectMeta{DependsOn: []*schemas.ObjectKey{{Kind: "ConfigMap", Namespace: "n", Name: "c"}}}}
+	if b := blockers(obj, get, handled); len(b) != 0 {
+		t.Errorf("a stored ConfigMap blocks: %v", b)
+	}
+	obj.Metadata.DependsOn = append(obj.Metadata.DependsOn, &schemas.ObjectKey{Kind: "HelmRelease", Namespace: "n", Name: "r"})
+	if b := blockers(obj, get, handled); len(b) != 1 {
+		t.Errorf("an unreconciled HelmRelease does not block: %v", b)
 	}
 }

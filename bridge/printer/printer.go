@@ -155,6 +155,9 @@ func Print(w io.Writer, items []Item, single bool, o Options) error {
 		}
 		return t.Write(w, o.NoHeaders)
 	}
+	if t, ok := kindTable(items, o); ok {
+		return t.Write(w, o.NoHeaders)
+	}
 	t := NewTable(o)
 	extra := kindColumns(items, o)
 	if len(extra) > 0 {

@@ -23,11 +23,6 @@ requests and state`},
 nothing to forward (see "Pods" in the README)`},
 	{"config", `jetplane has no kubeconfig: the server is --server (env JETPLANE_SERVER) and the
 API token --token (env JETPLANE_TOKEN)`},
-	{"scale", `jetplane has no scale: set spec.replicas in the manifest and run
-'jetplane apply -f FILE' (the change is an event in the object's history)`},
-	{"rollout", `jetplane has no rollout: 'jetplane history KIND/NAMESPACE/NAME' shows every
-revision of an object, and 'jetplane rollback HelmRelease/NAMESPACE/NAME
---to-revision N' applies an earlier revision of a chart release again`},
 }
 
 // newElsewhere makes the hidden commands of elsewhere: each fails with its

@@ -292,12 +292,24 @@ func changeDetail(ev *schemas.Event, before, after stateView) string {
 func phaseFirst(paths []string, before, after stateView) []string {
 	was, _ := before.Status["phase"].(string)
 	now, _ := after.Status["phase"].(string)
-	if was == now || now == "" {
-		return paths
+	var out []string
+	if was != now && now != "" {
+		out = append(out, "phase: "+now)
+		if was != "" {
+			out[0] = "phase: " + was + "→" + now
+		}
 	}
-	out := []string{"phase: " + now}
-	if was != "" {
-		out[0] = "phase: " + was + "→" + now
+	// A pod's phase is Kubernetes' (Pending, Running, ...); the state its
+	// agent entered (Registered, ImagePull, ...) is its Ready reason.
+	if ws, ns := podState(before), podState(after); ns != "" && ws != ns {
+		if ws == "" {
+			out = append(out, "state: "+ns)
+		} else {
+			out = append(out, "state: "+ws+"→"+ns)
+		}
+	}
+	if len(out) == 0 {
+		return paths
 	}
 	for _, p := range paths {
 		if p != "status.phase" && !strings.HasPrefix(p, "status.phase:") && !strings.HasPrefix(p, "status.phase ") {
@@ -305,6 +317,23 @@ func phaseFirst(paths []string, before, after stateView) []string {
 		}
 	}
 	return out
+}
+
+// podState is the state a pod's agent reported (the Ready condition's
+// reason; "" for objects whose status has no Kubernetes v1 details).
+func podState(v stateView) string {
+	det, _ := v.Status["details"].(map[string]any)
+	if _, ok := det["containerStatuses"]; !ok {
+		return ""
+	}
+	conds, _ := v.Status["conditions"].([]any)
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+			r, _ := m["reason"].(string)
+			return r
+		}
+	}
+	return ""
 }
 
 // cutRunes shortens s to at most n runes, ending in "..." when cut; it

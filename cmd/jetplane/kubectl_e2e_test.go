@@ -139,9 +139,9 @@ func TestKubectlHabits(t *testing.T) {
 			t.Errorf("get ns = %q", out)
 		}
 		// A kind jetplane knows, with no objects: kubectl's answer, exit 0.
-		r := jp(t, bin, url, "get", "pods")
+		r := jp(t, bin, url, "get", "services")
 		if r.code != 0 || !strings.Contains(r.stderr, "No objects found.") {
-			t.Errorf("get pods with none: %s", r)
+			t.Errorf("get services with none: %s", r)
 		}
 	})
 
@@ -249,13 +249,21 @@ func TestKubectlHabits(t *testing.T) {
 	})
 
 	t.Run("friction: why PHASE stays -", func(t *testing.T) {
-		r := jp(t, bin, url, "get", "deploy")
-		if r.code != 0 || !strings.Contains(r.stderr, "PHASE is - for Deployment.apps: stored only, no reconciler writes status") {
-			t.Errorf("get deploy says nothing about PHASE: %s", r)
+		r := jp(t, bin, url, "get", "cm")
+		if r.code != 0 || !strings.Contains(r.stderr, "PHASE is - for ConfigMap: stored only, no reconciler writes status") {
+			t.Errorf("get cm says nothing about PHASE: %s", r)
 		}
-		out := ok(t, bin, url, "describe", "deploy/shop/web")
+		out := ok(t, bin, url, "describe", "cm/shop/web-settings")
 		if !strings.Contains(out, "no reconciler: stored only") {
 			t.Errorf("describe:\n%s", out)
+		}
+		// A Deployment has its controller: kubectl's columns, no hint.
+		r = jp(t, bin, url, "get", "deploy")
+		if r.code != 0 || strings.Contains(r.stderr, "stored only") || !strings.Contains(r.stdout, "UP-TO-DATE") || !strings.Contains(r.stdout, "0/3") {
+			t.Errorf("get deploy: %s", r)
+		}
+		if out := ok(t, bin, url, "describe", "deploy/shop/web"); strings.Contains(out, "no reconciler") {
+			t.Errorf("describe deploy:\n%s", out)
 		}
 	})
 
@@ -524,7 +532,7 @@ metadata: {name: o2, namespace: other}
 			}
 		}
 		out = ok(t, bin, url, "api-resources")
-		for _, re := range []string{`deployments\s+deploy\s+apps\s+true\s+Deployment\s+1\s+-`, `configmaps\s+cm\s+-\s+true\s+ConfigMap`, `pods\s+po\s`, `nodes\s+no\s`, `helmreleases\s+hr\s`, `namespaces\s+ns\s+-\s+false`, `secrets\s`, `applies\s`} {
+		for _, re := range []string{`deployments\s+deploy\s+apps\s+true\s+Deployment\s+1\s+reconciler/Deployment.apps`, `configmaps\s+cm\s+-\s+true\s+ConfigMap`, `pods\s+po\s`, `nodes\s+no\s`, `helmreleases\s+hr\s`, `namespaces\s+ns\s+-\s+false`, `secrets\s`, `applies\s`} {
 			if !regexp.MustCompile(re).MatchString(out) {
 				t.Errorf("api-resources lacks %s:\n%s", re, out)
 			}

@@ -113,6 +113,7 @@ Start the control plane with 'jetplane serve'; the other commands talk to it.`,
 	root.AddCommand(newCreds(), newKeys())
 	secretFlags(root, g)
 	root.AddCommand(newChart(g), newRollback(g), newTemplate(), newBackup(g), newRestore(), newVerify(g))
+	root.AddCommand(newScale(g), newRollout(g))
 	root.AddCommand(newElsewhere()...)
 	finishCommands(root, g)
 	return root

@@ -82,8 +82,8 @@ func TestPodsWalk(t *testing.T) {
 		t.Fatalf("image ls:\n%s", ls)
 	}
 	run(t, bin, s, "apply", "-f", "../../deploy/examples/wasm/pod.yaml")
-	waitFor(t, "hello Completed", 60*time.Second, func() bool {
-		return phaseOf(t, bin, s, "Pod", "hello", "-n", "default").Status.Phase == "Completed"
+	waitFor(t, "hello Succeeded", 60*time.Second, func() bool {
+		return phaseOf(t, bin, s, "Pod", "hello", "-n", "default").Status.Phase == "Succeeded"
 	})
 	logs := run(t, bin, s, "logs", "hello")
 	if logs != "hello, jetplane (1/3)\nhello, jetplane (2/3)\nhello, jetplane (3/3)\n" {
@@ -97,7 +97,9 @@ func TestPodsWalk(t *testing.T) {
 	}
 	hist := run(t, bin, s, "history", "Pod/default/hello", "-o", "json")
 	var phases []string
-	for _, m := range regexp.MustCompile(`"phase":\s*"(\w+)"`).FindAllStringSubmatch(hist, -1) {
+	// The phases are Kubernetes'; jetplane's states are the reasons of the
+	// Ready condition.
+	for _, m := range regexp.MustCompile(`"type":\s*"Ready",\s*"status":\s*"\w+",\s*"reason":\s*"(\w+)"`).FindAllStringSubmatch(hist, -1) {
 		phases = append(phases, m[1])
 	}
 	want := []string{"Registered", "ImagePull", "Starting", "Running", "Completed"}
@@ -160,7 +162,7 @@ func TestPodsWalk(t *testing.T) {
 	if !strings.Contains(hist, `"NodeLost"`) || !strings.Contains(hist, "EVENT_TYPE_DELETE_REQUESTED") {
 		t.Fatalf("far's history lacks NodeLost and its deletion:\n%s", hist)
 	}
-	if phaseOf(t, bin, s, "Pod", "hello", "-n", "default").Status.Phase != "Completed" {
+	if phaseOf(t, bin, s, "Pod", "hello", "-n", "default").Status.Phase != "Succeeded" {
 		t.Fatal("the local node's pod was touched")
 	}
 }

@@ -100,6 +100,9 @@ type Config struct {
 	Queue queue.Config
 	// Pods configures the Pod and Node kinds and the local node agent.
 	Pods PodsConfig
+	// Workloads configures the Deployment, ReplicaSet, Job and DaemonSet
+	// controllers (workloads.go).
+	Workloads WorkloadsConfig
 	// SubscriptionPrivateSinks lets Subscriptions deliver to loopback,
 	// private and link-local addresses (refused by default: a subscription
 	// must not reach into the control plane's own network).
@@ -261,6 +264,11 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	recs = append(recs, subs)
+	wrecs, err := a.workloadReconcilers()
+	if err != nil {
+		return nil, err
+	}
+	recs = append(recs, wrecs...)
 	join, err := a.memberJoin(ctx)
 	if err != nil {
 		return nil, err

@@ -289,7 +289,10 @@ func TestHelmReleaseCluster(t *testing.T) {
 // TestHelmReleaseJetplaneObjects: without a cluster the same chart's
 // objects are jetplane objects of the release's group.
 func TestHelmReleaseJetplaneObjects(t *testing.T) {
-	a, c := startApp(t, app.Config{})
+	// No node runs here, so the chart's Deployment stays stored only: with
+	// its controller on, its pods would wait for a node and the release
+	// for them (as helm --wait does).
+	a, c := startApp(t, app.Config{Workloads: app.WorkloadsConfig{Disabled: true}})
 	if _, err := c.PushChart(t.Context(), "web", "0.1.0", testenv.Chart(t, webChart("0.1.0", true))); err != nil {
 		t.Fatal(err)
 	}

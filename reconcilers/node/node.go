@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -47,9 +48,11 @@ type State interface {
 	List(q projections.Query) ([]*schemas.Object, uint64)
 }
 
-// Log appends pods' NodeLost status and deletion.
+// Log appends pods' NodeLost status and deletion, and reads a pod's
+// history to restore its last report when its node comes back.
 type Log interface {
 	Append(ctx context.Context, e events.Entry) (events.Result, error)
+	History(ctx context.Context, k *schemas.ObjectKey) ([]*schemas.Event, error)
 }
 
 // Config configures the Reconciler and the Registrar.
@@ -145,8 +148,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 		_ = json.Unmarshal(hb.Data, &rep)
 	}
 	v := Judge(age, r.cfg.Grace, r.cfg.Eviction)
-	if v.Evict {
+	switch {
+	case v.Evict:
 		if err := r.evict(ctx, name); err != nil {
+			return reconcilers.Result{}, err
+		}
+	case !v.Ready && age >= 0:
+		if err := r.lose(ctx, name); err != nil {
+			return reconcilers.Result{}, err
+		}
+	case v.Ready && obj.GetStatus().GetPhase() == PhaseNotReady:
+		if err := r.restore(ctx, name); err != nil {
 			return reconcilers.Result{}, err
 		}
 	}
@@ -226,6 +238,94 @@ func (r *Reconciler) evict(ctx context.Context, node string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// boundTo lists the pods bound to node that are not being deleted.
+func (r *Reconciler) boundTo(node string) []*schemas.Object {
+	pods, _ := r.cfg.State.List(projections.Query{Kind: podspec.KindPod})
+	out := pods[:0]
+	for _, p := range pods {
+		if p.GetSpec().GetFields()["nodeName"].GetStringValue() == node && p.GetStatus().GetGoal() != projections.GoalDeleted {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// lost tells whether st is the status lose writes.
+func lost(st *schemas.Status) bool {
+	return st.GetPhase() == string(corev1.PodUnknown) && st.GetDetails().GetFields()["reason"].GetStringValue() == ReasonLost
+}
+
+// lose reports every unfinished pod bound to node as Kubernetes does while
+// its node is not ready: phase Unknown, Ready Unknown, reason NodeLost.
+// The agent's last report stays in the pod's history; restore brings it
+// back. A pod already so reported is not written again.
+func (r *Reconciler) lose(ctx context.Context, node string) error {
+	var errs []error
+	for _, p := range r.boundTo(node) {
+		st := p.GetStatus()
+		ph := st.GetDetails().GetFields()["phase"].GetStringValue()
+		if lost(st) || ph == string(corev1.PodSucceeded) || ph == string(corev1.PodFailed) || st.GetDetails() == nil {
+			continue
+		}
+		msg := fmt.Sprintf("node %s is not ready: its agent is not heard from", node)
+		det := proto.CloneOf(st.GetDetails())
+		det.Fields["phase"] = structpb.NewStringValue(string(corev1.PodUnknown))
+		det.Fields["reason"] = structpb.NewStringValue(ReasonLost)
+		det.Fields["message"] = structpb.NewStringValue(msg)
+		next := &schemas.Status{
+			Goal: st.GetGoal(), Phase: string(corev1.PodUnknown), Message: msg, ObservedGeneration: st.GetObservedGeneration(), Details: det,
+			Conditions: []*schemas.Condition{{Type: reconcilers.ConditionReady, Status: "Unknown", Reason: ReasonLost, Message: msg, LastTransitionTime: timestamppb.New(r.cfg.Now())}},
+		}
+		if err := r.writeStatus(ctx, p, next); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// restore puts back, for every pod of node that lose reported Unknown, the
+// last status its agent reported before: the agent, never stopped or
+// restarted, has no new state to report. A pod the agent reported on
+// meanwhile is left as it is.
+func (r *Reconciler) restore(ctx context.Context, node string) error {
+	var errs []error
+	for _, p := range r.boundTo(node) {
+		if !lost(p.GetStatus()) {
+			continue
+		}
+		evs, err := r.cfg.Log.History(ctx, projections.ObjectKey(p).Proto())
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for i := len(evs) - 1; i >= 0; i-- {
+			ev := evs[i]
+			if ev.GetType() != schemas.EventType_EVENT_TYPE_STATUS_CHANGED || !strings.HasPrefix(ev.GetActor(), "node/") || lost(ev.GetObject().GetStatus()) {
+				continue
+			}
+			prev := proto.CloneOf(ev.GetObject().GetStatus())
+			prev.Goal = p.GetStatus().GetGoal()
+			if err := r.writeStatus(ctx, p, prev); err != nil {
+				errs = append(errs, err)
+			}
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writeStatus appends st for pod p with optimistic concurrency: a pod whose
+// agent wrote meanwhile keeps what its agent wrote.
+func (r *Reconciler) writeStatus(ctx context.Context, p *schemas.Object, st *schemas.Status) error {
+	_, err := r.cfg.Log.Append(ctx, events.Entry{Expect: p.GetMetadata().GetResourceVersion(), Event: &schemas.Event{
+		Type: schemas.EventType_EVENT_TYPE_STATUS_CHANGED, Key: projections.ObjectKey(p).Proto(), Actor: r.cfg.Actor, Time: timestamppb.New(r.cfg.Now()), Object: &schemas.Object{Status: st},
+	}})
+	if errors.Is(err, events.ErrConflict) {
+		return nil
+	}
+	return err
 }
 
 // Finalize implements reconcilers.Reconciler: a deleted Node leaves; its

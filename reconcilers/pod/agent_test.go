@@ -122,7 +122,7 @@ func TestStatusReportsAreSentUntilRecorded(t *testing.T) {
 					t.Error(err)
 					continue
 				}
-				got = append(got, node+":"+ev.GetObject().GetStatus().GetPhase())
+				got = append(got, node+":"+pod.StateOf(ev.GetObject().GetStatus()))
 			}
 			return make([]error, len(reports))
 		})

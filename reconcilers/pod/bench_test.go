@@ -44,7 +44,7 @@ func watchPhase(tb testing.TB, c *cluster, phase string) *phaseWatch {
 	w := &phaseWatch{seen: map[string]time.Time{}, wait: map[string]chan struct{}{}, stop: stop}
 	go func() {
 		for change := range ch {
-			if change.Object.GetStatus().GetPhase() != phase {
+			if pod.StateOf(change.Object.GetStatus()) != phase {
 				continue
 			}
 			now := time.Now()

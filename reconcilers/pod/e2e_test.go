@@ -164,7 +164,9 @@ func (c *cluster) wait(k projections.Key, what string, d time.Duration, cond fun
 
 func (c *cluster) waitPhase(k projections.Key, phase string) *schemas.Object {
 	c.tb.Helper()
-	return c.wait(k, phase, 2*time.Minute, func(o *schemas.Object) bool { return o.GetStatus().GetPhase() == phase })
+	return c.wait(k, phase, 2*time.Minute, func(o *schemas.Object) bool {
+		return pod.StateOf(o.GetStatus()) == phase || o.GetStatus().GetPhase() == phase
+	})
 }
 
 // phases is the pod's history as the phases its status events recorded,
@@ -184,7 +186,7 @@ func (c *cluster) phases(k projections.Key) []string {
 			continue
 		}
 		st := ev.GetObject().GetStatus()
-		p := st.GetPhase()
+		p := pod.StateOf(st)
 		if r := st.GetDetails().GetFields()["reason"].GetStringValue(); r != "" {
 			p += "(" + r + ")"
 		}
@@ -306,7 +308,7 @@ func TestCrashLoopBacksOff10s20s40s(t *testing.T) {
 	var waited time.Duration
 	for i, ev := range evs {
 		st := ev.GetObject().GetStatus()
-		if st.GetPhase() != "CrashLoopBackoff" || i+1 >= len(evs) {
+		if pod.StateOf(st) != "CrashLoopBackoff" || i+1 >= len(evs) {
 			continue
 		}
 		// "back-off 10s restarting failed container (restart 1)"
@@ -317,8 +319,8 @@ func TestCrashLoopBacksOff10s20s40s(t *testing.T) {
 			t.Fatal(err)
 		}
 		nextEv := evs[i+1]
-		if nextEv.GetObject().GetStatus().GetPhase() != "Starting" {
-			t.Fatalf("after CrashLoopBackoff came %s", nextEv.GetObject().GetStatus().GetPhase())
+		if pod.StateOf(nextEv.GetObject().GetStatus()) != "Starting" {
+			t.Fatalf("after CrashLoopBackoff came %s", pod.StateOf(nextEv.GetObject().GetStatus()))
 		}
 		// Each report is stamped when an instance records it, at or after
 		// the agent entered the state (reports are sent asynchronously, so
@@ -398,7 +400,7 @@ func TestDeletingAnInfiniteLoopTerminatesIt(t *testing.T) {
 			deleted = ev.Time.AsTime()
 		case ev.Type == schemas.EventType_EVENT_TYPE_STATUS_CHANGED && strings.HasPrefix(ev.Actor, "node/"):
 			terminated = ev.Time.AsTime()
-			if ph := ev.GetObject().GetStatus().GetPhase(); ph != "Terminated" {
+			if ph := pod.StateOf(ev.GetObject().GetStatus()); ph != "Terminated" {
 				terminated = time.Time{}
 			}
 		}
@@ -622,7 +624,7 @@ func TestARestartedAgentDoesNotRunFinishedPodsAgain(t *testing.T) {
 	// A pod that was running when its agent stopped is started again.
 	c.wait(podKey("default", "running"), "running again", 2*time.Minute, func(o *schemas.Object) bool {
 		ph := c.phases(podKey("default", "running"))
-		return o.GetStatus().GetPhase() == "Running" && strings.Count(strings.Join(ph, " "), "Registered(") == 2
+		return pod.StateOf(o.GetStatus()) == "Running" && strings.Count(strings.Join(ph, " "), "Registered(") == 2
 	})
 }
 

@@ -337,7 +337,7 @@ func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (reconci
 	st := obj.GetStatus()
 	// Nothing runs for a pod that is gone from a lost node, stopped, or
 	// finished for good: no agent needs to confirm.
-	if node == nil || node.GetStatus().GetPhase() == NodeNotReady || st.GetPhase() == "Terminated" || st.GetPhase() == PhaseFailed || (reported(obj) && finished(st)) {
+	if node == nil || node.GetStatus().GetPhase() == NodeNotReady || StateOf(st) == "Terminated" || st.GetPhase() == PhaseFailed || (reported(obj) && finished(st)) {
 		return reconcilers.Result{}, r.cfg.Work.DeleteWork(ctx, spec.NodeName, key.Namespace, key.Name)
 	}
 	w := &podspec.Work{Namespace: key.Namespace, Name: key.Name, UID: obj.GetMetadata().GetUid(), Generation: obj.GetMetadata().GetGeneration(), Spec: *spec, Deleted: true}

@@ -26,7 +26,9 @@ const (
 )
 
 // Entered is the status to record on entering state: the one place a
-// pod's status is made. Phase is the state's name; details hold the
+// pod's status is made. Phase is the Kubernetes phase (Pending, Running,
+// Succeeded, Failed); the state's name, jetplane's finer state, is the
+// reason of the Ready condition (StateOf reads it back); details hold the
 // v1.PodStatus fields (phase, reason, message, containerStatuses with
 // restart counts and exit codes).
 func Entered(state sm.State[*Run], r *Run) *schemas.Status {
@@ -112,12 +114,12 @@ func Entered(state sm.State[*Run], r *Run) *schemas.Status {
 		}
 		ps.ContainerStatuses = append(ps.ContainerStatuses, cs)
 	}
-	readyCond := &schemas.Condition{Type: ConditionReady, Status: "False", Reason: ps.Reason, Message: msg}
+	readyCond := &schemas.Condition{Type: ConditionReady, Status: "False", Reason: name, Message: msg}
 	if ready {
-		readyCond = &schemas.Condition{Type: ConditionReady, Status: "True", Reason: "Running"}
+		readyCond = &schemas.Condition{Type: ConditionReady, Status: "True", Reason: name}
 	}
 	return &schemas.Status{
-		Phase:              name,
+		Phase:              string(ps.Phase),
 		Message:            msg,
 		Conditions:         []*schemas.Condition{readyCond},
 		ObservedGeneration: r.Work.Generation,
@@ -168,10 +170,24 @@ func stamp(st, prev *schemas.Status, now time.Time) {
 	}
 }
 
+// StateOf is jetplane's finer state of a pod (Registered, ImagePull,
+// Running, CrashLoopBackoff, Terminated, ...), as its agent last reported
+// it: the reason of its Ready condition. A status no agent wrote (Pending
+// before a report, Unknown while its node is lost) has the reason its
+// writer gave.
+func StateOf(st *schemas.Status) string {
+	for _, c := range st.GetConditions() {
+		if c.GetType() == ConditionReady {
+			return c.GetReason()
+		}
+	}
+	return st.GetPhase()
+}
+
 // finished reports whether a pod's status says it ended for good: the v1
 // phase an agent reported is Succeeded or Failed.
 func finished(st *schemas.Status) bool {
-	if st.GetPhase() == "Terminated" {
+	if StateOf(st) == "Terminated" {
 		return false
 	}
 	switch st.GetDetails().GetFields()["phase"].GetStringValue() {
