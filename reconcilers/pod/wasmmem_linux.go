@@ -3,6 +3,7 @@ package pod
 import (
 	"errors"
 	"os"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -69,7 +70,7 @@ func (m *mmapMemory) Reallocate(size uint64) []byte {
 				m.Free()
 				return nil
 			}
-			if err := mapFixed(m.reserved[:m.image.size], m.image.f.Fd()); err != nil {
+			if err := m.image.mapInto(m.reserved[:m.image.size]); err != nil {
 				m.Free()
 				return nil
 			}
@@ -115,6 +116,11 @@ func (m *mmapMemory) Free() {
 type imageAllocator struct {
 	f    *os.File
 	size uint64 // the image's length, whole pages
+
+	// mu keeps Close from closing the file under a memory mapping it: an
+	// agent that stops closes its images while pods may still be starting.
+	mu     sync.RWMutex
+	closed bool
 }
 
 // newImageAllocator writes image to an unlinked file in dir.
@@ -139,7 +145,25 @@ func (a *imageAllocator) Allocate(_, max uint64) experimental.LinearMemory {
 }
 
 // Close releases the image (memories mapping it keep their pages).
-func (a *imageAllocator) Close() error { return a.f.Close() }
+func (a *imageAllocator) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil
+	}
+	a.closed = true
+	return a.f.Close()
+}
+
+// mapInto maps the image over b, unless the allocator is closed.
+func (a *imageAllocator) mapInto(b []byte) error {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		return os.ErrClosed
+	}
+	return mapFixed(b, a.f.Fd())
+}
 
 // mapFixed maps fd privately, readable and writable, over b (which lies
 // in a mapping of this package's).
