@@ -40,42 +40,12 @@ type WeightedScore struct {
 // plugins that do not say).
 func (p *Profile) Versions() map[string]string {
 	out := map[string]string{}
-	add := func(pl Plugin) {
+	for name, pl := range p.plugins() {
 		v := ""
 		if vp, ok := pl.(Versioned); ok {
 			v = vp.Version()
 		}
-		out[pl.Name()] = v
-	}
-	for _, pl := range p.PreFilter {
-		add(pl)
-	}
-	for _, pl := range p.Filter {
-		add(pl)
-	}
-	for _, pl := range p.PostFilter {
-		add(pl)
-	}
-	for _, pl := range p.PreScore {
-		add(pl)
-	}
-	for _, pl := range p.Score {
-		add(pl.Plugin)
-	}
-	for _, pl := range p.Reserve {
-		add(pl)
-	}
-	for _, pl := range p.Permit {
-		add(pl)
-	}
-	for _, pl := range p.Bind {
-		add(pl)
-	}
-	for _, pl := range p.PreBind {
-		add(pl)
-	}
-	for _, pl := range p.PostBind {
-		add(pl)
+		out[name] = v
 	}
 	return out
 }
