@@ -1,8 +1,8 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 
 	"github.com/jetplane/jetplane/bridge/kubeapi"
@@ -15,15 +15,17 @@ import (
 func (s *Server) MountKubernetes(h http.Handler) {
 	for _, p := range kubeapi.Paths {
 		s.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			// Shutting down, or not ready yet (the projection still
+			// catching up after a start): a request is told to come back,
+			// as kube-apiserver does, so that a client's watch retries (on
+			// another instance, or this one restarted) rather than
+			// relisting, which client-go does after any other error.
 			if s.streams.Err() != nil {
-				// Shutting down: a request on a kept-alive connection is
-				// told to come back, as kube-apiserver does, so that a
-				// client's watch retries (on another instance, or this
-				// one restarted) rather than relisting.
-				w.Header().Set("Retry-After", "1")
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusTooManyRequests)
-				_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server is shutting down","reason":"TooManyRequests","code":429}`+"\n")
+				comeBack(w, "the server is shutting down")
+				return
+			}
+			if ready := s.cfg.Ready(); ready != nil {
+				comeBack(w, "the server is not ready: "+ready.Error())
 				return
 			}
 			p, err := s.authenticate(r)
@@ -51,6 +53,16 @@ func (s *Server) MountKubernetes(h http.Handler) {
 			h.ServeHTTP(w, r)
 		})
 	}
+}
+
+// comeBack answers 429 with Retry-After, in the Kubernetes API's shape.
+func comeBack(w http.ResponseWriter, msg string) {
+	body, _ := json.Marshal(map[string]any{"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{},
+		"status": "Failure", "message": msg, "reason": "TooManyRequests", "code": http.StatusTooManyRequests})
+	w.Header().Set("Retry-After", "1")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = w.Write(append(body, '\n'))
 }
 
 // KubeCaller is the Kubernetes API's authentication: the same bearer

@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -42,7 +41,7 @@ func TestThreeProcessCluster(t *testing.T) {
 			"--nats-port", "-1", "--nats-name", fmt.Sprintf("n%d", i+1), "--nats-cluster", "jp",
 			"--nats-cluster-listen", fmt.Sprintf("127.0.0.1:%d", routePorts[i]), "--nats-routes", strings.Join(routes, ","),
 			"--nats-route-secret-file", routeSecret, "--replicas", "3", "--token-file", tokens, "--node=false")
-		var log bytes.Buffer
+		var log syncBuffer
 		cmd.Stdout, cmd.Stderr = &log, &log
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

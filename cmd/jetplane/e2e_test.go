@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,7 +34,25 @@ func freePort(t *testing.T) int { return testenv.FreePort(t) }
 type server struct {
 	cmd *exec.Cmd
 	url string
-	log *bytes.Buffer
+	log *syncBuffer // written by the process while the test reads it
+}
+
+// syncBuffer is a process's output, read while it writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // serve starts `jetplane serve` on dir and waits until /readyz answers.
@@ -44,7 +63,7 @@ func serve(t *testing.T, bin, dir string, extra ...string) *server {
 	// object in every listing.
 	args := append([]string{"serve", "--data", dir, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--nats-port", "-1", "--node=false"}, extra...)
 	cmd := exec.Command(bin, args...)
-	var log bytes.Buffer
+	var log syncBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

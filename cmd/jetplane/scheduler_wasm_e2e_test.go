@@ -117,8 +117,8 @@ spec:
 		}
 	}
 	for _, p := range pods {
-		waitFor(t, p+" Completed", 60*time.Second, func() bool {
-			return phaseOf(t, bin, s, "Pod", p, "-n", "default").Status.Phase == "Completed"
+		waitFor(t, p+" Succeeded", 60*time.Second, func() bool {
+			return phaseOf(t, bin, s, "Pod", p, "-n", "default").Status.Phase == "Succeeded"
 		})
 	}
 }
