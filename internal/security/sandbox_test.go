@@ -104,9 +104,12 @@ func waitPod(t *testing.T, a *app.App, name, what string, cond func(*schemas.Sta
 }
 
 func phaseIs(phases ...string) func(*schemas.Status) bool {
+	// A pod's phase is Kubernetes' (decision 0060): a container that
+	// completed leaves its pod Succeeded, one that ended in error Failed.
+	kube := map[string]string{"Completed": "Succeeded", "Error": "Failed"}
 	return func(st *schemas.Status) bool {
 		for _, p := range phases {
-			if st.GetPhase() == p {
+			if st.GetPhase() == p || st.GetPhase() == kube[p] {
 				return true
 			}
 		}
