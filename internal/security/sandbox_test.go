@@ -263,7 +263,7 @@ func TestPodWithoutLimitsGetsTheDefault(t *testing.T) {
 			pushModule(t, a, "guest:v1", guest(t))
 			applyDoc(t, c, podDoc("hog", "guest:v1", "Never", []string{"hog", fmt.Sprint(tc.allocate)}, ""))
 			st := waitPod(t, a, "hog", "ended", phaseIs("Error", "Completed"))
-			if reason := st.GetDetails().GetFields()["reason"].GetStringValue(); st.GetPhase() != "Error" || reason != "OOMKilled" || !strings.Contains(st.GetMessage(), tc.want) {
+			if reason := st.GetDetails().GetFields()["reason"].GetStringValue(); st.GetPhase() != "Failed" || reason != "OOMKilled" || !strings.Contains(st.GetMessage(), tc.want) {
 				t.Fatalf("a pod without limits allocating %d MiB: %s %s: %s; want OOMKilled at %s bytes", tc.allocate, st.GetPhase(), reason, st.GetMessage(), tc.want)
 			}
 			serving(t, c)
@@ -319,7 +319,7 @@ func TestModuleCannotLeaveItsVolumes(t *testing.T) {
 `, keys, outside, shared, ro)))
 	st := waitPod(t, a, "escape", "ended", phaseIs("Completed", "Error"))
 	logs := podLogsContain(t, a, "escape", "\n")
-	if st.GetPhase() != "Completed" || strings.Contains(logs, "ESCAPED") {
+	if st.GetPhase() != "Succeeded" || strings.Contains(logs, "ESCAPED") {
 		t.Fatalf("the module left its volumes (%s: %s):\n%s", st.GetPhase(), st.GetMessage(), logs)
 	}
 	if keysAfter, err := os.ReadFile(keys); err != nil || !bytes.Equal(keysAfter, keysBefore) {
