@@ -15,40 +15,7 @@ import (
 func replayFromLog(t *testing.T, c *cluster, key projections.Key, profiles map[string]*Profile) (*RecordedDecision, *Decision) {
 	t.Helper()
 	ctx := context.Background()
-	evs, err := c.log.History(ctx, key.Proto())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bound *schemas.Event
-	for _, ev := range evs {
-		if ev.Type == schemas.EventType_EVENT_TYPE_BOUND {
-			bound = ev
-		}
-	}
-	if bound == nil {
-		t.Fatalf("%s has no Bound event", key)
-	}
-	rec, err := ParseRecord(bound.Detail)
-	if err != nil {
-		t.Fatal(err)
-	}
-	atSnap, err := projections.StateAt(ctx, c.log, nil, rec.SnapshotSequence)
-	if err != nil {
-		t.Fatal(err)
-	}
-	atBound, err := projections.StateAt(ctx, c.log, nil, bound.Sequence)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before, err := projections.StateAt(ctx, c.log, nil, bound.Sequence-1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, _ := atSnap.List(projections.Query{Kind: "Node"})
-	pods, _ := atSnap.List(projections.Query{Kind: "Pod"})
-	boundPods, _ := atBound.List(projections.Query{Kind: "Pod"})
-	d, err := Replay(ctx, ReplayInput{Pod: before.Get(key), NodesAtSnap: nodes, PodsAtSnap: pods, PodsAtBound: boundPods,
-		Recorded: rec, Profiles: profiles})
+	rec, d, err := ReplayFromLog(ctx, c.log, key, profiles)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,25 +107,18 @@ func placement(ctx context.Context, w io.Writer, c *api.Client, k api.Key, profi
 	if err != nil {
 		return err
 	}
-	var bound *schemas.Event
-	for _, ev := range evs {
-		if ev.Type == schemas.EventType_EVENT_TYPE_BOUND {
-			bound = ev
-		}
+	bound, rec, err := scheduler.LastBound(evs)
+	if errors.Is(err, scheduler.ErrNotBound) {
+		return fmt.Errorf("%s %w", keyString(k), err)
 	}
-	if bound == nil {
-		return fmt.Errorf("%s has not been bound to a node", keyString(k))
-	}
-	rec, err := scheduler.ParseRecord(bound.Detail)
 	if err != nil {
-		return fmt.Errorf("Bound event %d: %w", bound.Sequence, err)
+		return err
 	}
 	printDecision(w, bound, rec)
 	if profiles == nil {
 		return nil
 	}
-	in := scheduler.ReplayInput{Recorded: rec, Profiles: profiles}
-	list := func(at uint64, kind string) ([]*schemas.Object, error) {
+	list := func(ctx context.Context, at uint64, kind string) ([]*schemas.Object, error) {
 		resp, err := c.StateAt(ctx, strconv.FormatUint(at, 10), api.Query{Kind: kind})
 		if err != nil {
 			return nil, err
@@ -140,28 +133,7 @@ func placement(ctx context.Context, w io.Writer, c *api.Client, k api.Key, profi
 		}
 		return out, nil
 	}
-	if in.NodesAtSnap, err = list(rec.SnapshotSequence, "Node"); err != nil {
-		return err
-	}
-	if in.PodsAtSnap, err = list(rec.SnapshotSequence, "Pod"); err != nil {
-		return err
-	}
-	if in.PodsAtBound, err = list(bound.Sequence, "Pod"); err != nil {
-		return err
-	}
-	before, err := list(bound.Sequence-1, "Pod")
-	if err != nil {
-		return err
-	}
-	for _, o := range before {
-		if o.GetMetadata().GetNamespace() == k.Namespace && o.GetMetadata().GetName() == k.Name {
-			in.Pod = o
-		}
-	}
-	if in.Pod == nil {
-		return errors.New("the pod is missing from the state before its Bound event")
-	}
-	d, err := scheduler.Replay(ctx, in)
+	d, err := scheduler.ReplayBound(ctx, list, k.Namespace, k.Name, bound, rec, profiles)
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}

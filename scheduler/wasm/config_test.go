@@ -20,7 +20,6 @@ import (
 
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/scheduler"
-	"github.com/jetplane/jetplane/schemas"
 )
 
 // upstreamConfig is upstream's KubeSchedulerConfiguration for a WASM
@@ -250,40 +249,7 @@ func (c *cluster) replay(key projections.Key, profiles map[string]*scheduler.Pro
 	t := c.t
 	t.Helper()
 	ctx := context.Background()
-	evs, err := c.log.History(ctx, key.Proto())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bound *schemas.Event
-	for _, ev := range evs {
-		if ev.Type == schemas.EventType_EVENT_TYPE_BOUND {
-			bound = ev
-		}
-	}
-	if bound == nil {
-		t.Fatalf("%s has no Bound event", key)
-	}
-	rec, err := scheduler.ParseRecord(bound.Detail)
-	if err != nil {
-		t.Fatal(err)
-	}
-	atSnap, err := projections.StateAt(ctx, c.log, nil, rec.SnapshotSequence)
-	if err != nil {
-		t.Fatal(err)
-	}
-	atBound, err := projections.StateAt(ctx, c.log, nil, bound.Sequence)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before, err := projections.StateAt(ctx, c.log, nil, bound.Sequence-1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, _ := atSnap.List(projections.Query{Kind: "Node"})
-	pods, _ := atSnap.List(projections.Query{Kind: "Pod"})
-	boundPods, _ := atBound.List(projections.Query{Kind: "Pod"})
-	d, err := scheduler.Replay(ctx, scheduler.ReplayInput{Pod: before.Get(key), NodesAtSnap: nodes, PodsAtSnap: pods, PodsAtBound: boundPods,
-		Recorded: rec, Profiles: profiles})
+	rec, d, err := scheduler.ReplayFromLog(ctx, c.log, key, profiles)
 	if err != nil {
 		t.Fatal(err)
 	}
