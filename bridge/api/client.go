@@ -200,11 +200,16 @@ func (c *Client) Get(ctx context.Context, k Key) (json.RawMessage, error) {
 // List returns the objects matching q, every page of them; the
 // ResourceVersion is the first page's (a watch from it misses nothing).
 func (c *Client) List(ctx context.Context, q Query) (*ListResponse, error) {
+	return c.listPages(ctx, "/v1/objects", q.values())
+}
+
+// listPages reads every page of a list at path; the ResourceVersion is the
+// first page's.
+func (c *Client) listPages(ctx context.Context, path string, v url.Values) (*ListResponse, error) {
 	var out ListResponse
-	v := q.values()
 	for first := true; ; first = false {
 		var page ListResponse
-		if err := c.do(ctx, http.MethodGet, "/v1/objects", v, nil, nil, &page); err != nil {
+		if err := c.do(ctx, http.MethodGet, path, v, nil, nil, &page); err != nil {
 			return &out, err
 		}
 		if first {
@@ -249,24 +254,7 @@ func (c *Client) History(ctx context.Context, k Key) (*HistoryResponse, error) {
 func (c *Client) StateAt(ctx context.Context, at string, q Query) (*ListResponse, error) {
 	v := q.values()
 	v.Set("at", at)
-	var out ListResponse
-	for first := true; ; first = false {
-		var page ListResponse
-		if err := c.do(ctx, http.MethodGet, "/v1/state", v, nil, nil, &page); err != nil {
-			return &out, err
-		}
-		if first {
-			out.ResourceVersion = page.ResourceVersion
-		}
-		out.Items = append(out.Items, page.Items...)
-		if page.Continue == "" {
-			if out.Items == nil {
-				out.Items = []json.RawMessage{}
-			}
-			return &out, nil
-		}
-		v.Set("continue", page.Continue)
-	}
+	return c.listPages(ctx, "/v1/state", v)
 }
 
 // Clusters lists the Kubernetes clusters the server's bridge watches.
