@@ -46,29 +46,12 @@ import (
 // Kind is the kind of a CustomResourceDefinition as keys hold it.
 const Kind = "CustomResourceDefinition.apiextensions.k8s.io"
 
-// Error is one problem with one field of one object.
-type Error struct {
-	Field  string // path from the top of the object, such as spec.size
-	Reason string
-}
-
-func (e *Error) Error() string {
-	if e.Field == "" {
-		return e.Reason
-	}
-	return e.Field + ": " + e.Reason
-}
+// Error is one problem with one field of one object, at its path from the
+// top of the object (spec.size); the same type built-in kinds report.
+type Error = builtin.FieldError
 
 // Errors is every problem found in one object.
-type Errors []*Error
-
-func (es Errors) Error() string {
-	lines := make([]string, len(es))
-	for i, e := range es {
-		lines[i] = e.Error()
-	}
-	return strings.Join(lines, "\n")
-}
+type Errors = builtin.Errors
 
 // Column is one of a version's additionalPrinterColumns.
 type Column struct {
