@@ -26,11 +26,11 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// While the server runs, the monitor chains what it stores and signs
-// heads; a log cut short under it is found within a tick and a change to
-// an event already chained by the next full verify, each named.
-func TestMonitorWhileRunning(t *testing.T) {
-	dir := t.TempDir()
+// startMonitor opens a log in dir on embedded NATS, starts a monitor over
+// it that ticks every 20 ms (fix is the hint its damage names) and appends
+// n events.
+func startMonitor(t *testing.T, dir, fix string, n int) (*integrity.Monitor, *integrity.Keeper) {
+	t.Helper()
 	_, nc := testenv.NATSAt(t, dir)
 	ctx := context.Background()
 	l, err := events.Open(ctx, nc, events.Config{})
@@ -43,17 +43,25 @@ func TestMonitorWhileRunning(t *testing.T) {
 	}
 	m := integrity.NewMonitor(integrity.MonitorConfig{
 		StoreDir: dir, Stream: events.StreamName, Keeper: k, Logger: slog.New(slog.DiscardHandler),
-		Tick: 20 * time.Millisecond, CheckpointEvery: 50 * time.Millisecond, FullEvery: time.Hour, Fix: "restore",
+		Tick: 20 * time.Millisecond, CheckpointEvery: 50 * time.Millisecond, FullEvery: time.Hour, Fix: fix,
 	}, integrity.Report{Stream: events.StreamName})
 	mctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	t.Cleanup(cancel)
 	go func() { _ = m.Start(mctx) }()
-
-	for i := range 300 {
+	for i := range n {
 		if _, err := l.Append(ctx, events.Entry{Event: integritytest.Event(i), Expect: events.AnyVersion}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return m, k
+}
+
+// While the server runs, the monitor chains what it stores and signs
+// heads; a log cut short under it is found within a tick and a change to
+// an event already chained by the next full verify, each named.
+func TestMonitorWhileRunning(t *testing.T) {
+	dir := t.TempDir()
+	m, k := startMonitor(t, dir, "restore", 300)
 	eventually(t, "head signed at 300", func() bool { c, ok := k.Last(); return ok && c.Seq == 300 })
 	if r := m.Full(); !r.OK() || r.Matched == 0 {
 		t.Fatalf("full verify of a whole log: %+v", r)
@@ -83,28 +91,7 @@ func TestMonitorWhileRunning(t *testing.T) {
 // next full verify.
 func TestMonitorFindsTruncationAtOnce(t *testing.T) {
 	dir := t.TempDir()
-	_, nc := testenv.NATSAt(t, dir)
-	ctx := context.Background()
-	l, err := events.Open(ctx, nc, events.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := integrity.OpenKeeper(filepath.Join(dir, "integrity"), events.StreamName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := integrity.NewMonitor(integrity.MonitorConfig{
-		StoreDir: dir, Stream: events.StreamName, Keeper: k, Logger: slog.New(slog.DiscardHandler),
-		Tick: 20 * time.Millisecond, CheckpointEvery: 50 * time.Millisecond, FullEvery: time.Hour,
-	}, integrity.Report{Stream: events.StreamName})
-	mctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() { _ = m.Start(mctx) }()
-	for i := range 200 {
-		if _, err := l.Append(ctx, events.Entry{Event: integritytest.Event(i), Expect: events.AnyVersion}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	m, _ := startMonitor(t, dir, "", 200)
 	eventually(t, "chained to 200", func() bool { s, _ := m.Head(); return s == 200 })
 	if err := os.Truncate(blockFile(t, dir), 1000); err != nil {
 		t.Fatal(err)
