@@ -210,34 +210,24 @@ type PartialPlugin interface {
 }
 
 func (p *Profile) addPartial(pl PartialPlugin, weight int64) {
-	if x, ok := pl.(PreFilterPlugin); ok && pl.Implements(PointPreFilter) {
-		p.PreFilter = append(p.PreFilter, x)
-	}
-	if x, ok := pl.(FilterPlugin); ok && pl.Implements(PointFilter) {
-		p.Filter = append(p.Filter, x)
-	}
-	if x, ok := pl.(PostFilterPlugin); ok && pl.Implements(PointPostFilter) {
-		p.PostFilter = append(p.PostFilter, x)
-	}
-	if x, ok := pl.(PreScorePlugin); ok && pl.Implements(PointPreScore) {
-		p.PreScore = append(p.PreScore, x)
-	}
+	addAt(pl, PointPreFilter, &p.PreFilter)
+	addAt(pl, PointFilter, &p.Filter)
+	addAt(pl, PointPostFilter, &p.PostFilter)
+	addAt(pl, PointPreScore, &p.PreScore)
 	if x, ok := pl.(ScorePlugin); ok && pl.Implements(PointScore) {
 		p.Score = append(p.Score, WeightedScore{Plugin: x, Weight: weight})
 	}
-	if x, ok := pl.(ReservePlugin); ok && pl.Implements(PointReserve) {
-		p.Reserve = append(p.Reserve, x)
-	}
-	if x, ok := pl.(PermitPlugin); ok && pl.Implements(PointPermit) {
-		p.Permit = append(p.Permit, x)
-	}
-	if x, ok := pl.(PreBindPlugin); ok && pl.Implements(PointPreBind) {
-		p.PreBind = append(p.PreBind, x)
-	}
-	if x, ok := pl.(BindPlugin); ok && pl.Implements(PointBind) {
-		p.Bind = append(p.Bind, x)
-	}
-	if x, ok := pl.(PostBindPlugin); ok && pl.Implements(PointPostBind) {
-		p.PostBind = append(p.PostBind, x)
+	addAt(pl, PointReserve, &p.Reserve)
+	addAt(pl, PointPermit, &p.Permit)
+	addAt(pl, PointPreBind, &p.PreBind)
+	addAt(pl, PointBind, &p.Bind)
+	addAt(pl, PointPostBind, &p.PostBind)
+}
+
+// addAt appends pl to list when it has the point's methods (T) and
+// implements the point.
+func addAt[T any](pl PartialPlugin, point string, list *[]T) {
+	if x, ok := pl.(T); ok && pl.Implements(point) {
+		*list = append(*list, x)
 	}
 }
