@@ -29,6 +29,8 @@ Every object named is tried: what exists is deleted, what does not is
 reported, and the exit code is 3 when something was not found (1 when
 something else failed). Deleting a Namespace deletes the objects in it
 first, dependents before what they depend on, unless --cascade=orphan.
+Without -n, a NAME is found as get finds it: cluster-scoped, or in the one
+namespace that has it.
 
 Deleting an owner (a Deployment, ReplicaSet, Job, DaemonSet or CronJob)
 deletes what it owns, as kubectl does: --cascade=background (the default)
@@ -103,10 +105,26 @@ again under the same name, adopts them back).`,
 				}
 			case len(args) >= 2:
 				for _, name := range args[1:] {
+					// Without -n, looked up below as get looks it up.
 					keys = append(keys, api.Key{Kind: args[0], Namespace: lf.namespace, Name: name})
 				}
 			default:
 				return usage(errors.New("name what to delete: KIND NAME, KIND/NAMESPACE/NAME, -f FILE, KIND -l SELECTOR or KIND --all -n NS"))
+			}
+			if lf.namespace == "" && len(files) == 0 && !(len(args) == 1 && (lf.selector != "" || lf.fields != "" || all)) {
+				// Named without -n: found the way get finds it, cluster-scoped
+				// or in the one namespace that has it.
+				for i, k := range keys {
+					if k.Namespace != "" {
+						continue
+					}
+					it, err := getOne(ctx, c, k, false)
+					if err == nil {
+						keys[i].Namespace = it.Object.GetMetadata().GetNamespace()
+					} else if !isNotFound(err) {
+						return err
+					}
+				}
 			}
 			var notFound, failed []string
 			var deleted []api.Key
