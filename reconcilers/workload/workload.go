@@ -154,12 +154,12 @@ func New(cfg Config) (*Reconciler, error) {
 
 // Kinds implements reconcilers.Reconciler.
 func (r *Reconciler) Kinds() []string {
-	return []string{KindDeployment, KindReplicaSet, KindJob, KindDaemonSet}
+	return []string{KindDeployment, KindReplicaSet, KindJob, KindDaemonSet, KindCronJob}
 }
 
 func handled(kind string) bool {
 	switch kind {
-	case KindDeployment, KindReplicaSet, KindJob, KindDaemonSet:
+	case KindDeployment, KindReplicaSet, KindJob, KindDaemonSet, KindCronJob:
 		return true
 	}
 	return false
@@ -207,6 +207,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 		return r.job(ctx, obj)
 	case KindDaemonSet:
 		return r.daemonSet(ctx, obj)
+	case KindCronJob:
+		return r.cronJob(ctx, obj)
 	}
 	return reconcilers.Result{}, reconcilers.Terminal(fmt.Errorf("workload: kind %s is not handled", obj.GetKind()))
 }
