@@ -37,6 +37,19 @@ func TestForegroundDeletionKeepsTheOwnerUntilItsDependentsAreGone(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The gate's owner annotation reads as Kubernetes' ownerReferences.
+	d0, err := cs.AppsV1().Deployments("default").Get(t.Context(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rss, err := cs.AppsV1().ReplicaSets("default").List(t.Context(), metav1.ListOptions{})
+	if err != nil || len(rss.Items) != 1 {
+		t.Fatalf("ReplicaSets: %v, %v", rss, err)
+	}
+	if refs := rss.Items[0].OwnerReferences; len(refs) != 1 || refs[0].Kind != "Deployment" || refs[0].APIVersion != "apps/v1" || refs[0].Name != "web" ||
+		refs[0].UID != d0.UID || refs[0].Controller == nil || !*refs[0].Controller || refs[0].BlockOwnerDeletion == nil || !*refs[0].BlockOwnerDeletion {
+		t.Fatalf("the ReplicaSet's ownerReferences %+v; want the Deployment (uid %s) as its controller", refs, d0.UID)
+	}
 	fg := metav1.DeletePropagationForeground
 	if err := cs.AppsV1().Deployments("default").Delete(t.Context(), "web", metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
 		t.Fatal(err)
