@@ -125,4 +125,39 @@ func TestOrphanDeletionLeavesTheDependentsAndTheOwnerAdoptsThemBack(t *testing.T
 	if rss := c.replicaSets(); len(rss) != 1 {
 		t.Fatalf("%d ReplicaSets after the adoption, want 1", len(rss))
 	}
+
+	// The ReplicaSet orphaned in turn releases its pods, which run on; the
+	// Deployment makes it again under the same name, and it adopts them.
+	if _, err := c.client.DeleteWith(t.Context(), api.Key{Kind: rsKey.Kind, Namespace: rsKey.Namespace, Name: rsKey.Name}, api.DeleteOptions{Cascade: "orphan"}); err != nil {
+		t.Fatal(err)
+	}
+	c.poll("the ReplicaSet made again and its pods adopted", time.Minute, func() bool {
+		rs := c.app.Store().Get(rsKey)
+		if rs == nil || rs.GetStatus().GetGoal() != projections.GoalExists {
+			return false
+		}
+		ps := c.pods(rsKey)
+		return len(ps) == 2 && ready(ps[0]) && ready(ps[1])
+	})
+	if got := names(c.pods(rsKey)); !slices.Equal(names(before), got) {
+		t.Fatalf("pods before %v, after the ReplicaSet's orphaning %v: want the same pods", names(before), got)
+	}
+	// Released and adopted, they never started again.
+	for _, p := range before {
+		evs, err := c.app.Log().History(t.Context(), projections.ObjectKey(p).Proto())
+		if err != nil {
+			t.Fatal(err)
+		}
+		starts := 0
+		for _, ev := range evs {
+			for _, cond := range ev.GetObject().GetStatus().GetConditions() {
+				if cond.GetType() == "Ready" && cond.GetReason() == "Starting" {
+					starts++
+				}
+			}
+		}
+		if starts != 1 {
+			t.Errorf("pod %s started %d times; release and adoption must not restart it", p.GetMetadata().GetName(), starts)
+		}
+	}
 }
