@@ -2,8 +2,15 @@ package workload_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers/workload"
@@ -117,4 +124,41 @@ func TestACronJobsConcurrencyPolicy(t *testing.T) {
 	if msg := c.app.Store().Get(projections.Key{Kind: workload.KindCronJob, Namespace: "default", Name: "forbid"}).GetStatus().GetMessage(); msg == "" {
 		t.Fatal("Forbid: no message")
 	}
+}
+
+// A CronJob created through the Kubernetes API (client-go, protobuf)
+// starts Jobs that the API lists with the CronJob as their controller.
+func TestACronJobThroughTheKubernetesAPI(t *testing.T) {
+	c := startCluster(t, nil)
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: c.app.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	never := corev1.RestartPolicyNever
+	cj := &batchv1.CronJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: "default"},
+		Spec: batchv1.CronJobSpec{Schedule: "@every 1s", ConcurrencyPolicy: batchv1.ForbidConcurrent, JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: never, Containers: []corev1.Container{{Name: "task", Image: "module:v1", Args: []string{"work"}}}}},
+		}}},
+	}
+	created, err := cs.BatchV1().CronJobs("default").Create(t.Context(), cj, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.poll("a Job of the CronJob listed by the Kubernetes API", time.Minute, func() bool {
+		jobs, err := cs.BatchV1().Jobs("default").List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs.Items {
+			if refs := j.OwnerReferences; len(refs) == 1 && refs[0].Kind == "CronJob" && refs[0].UID == created.UID && strings.HasPrefix(j.Name, "api-") {
+				return true
+			}
+		}
+		return false
+	})
+	c.poll("lastScheduleTime read back", 30*time.Second, func() bool {
+		got, err := cs.BatchV1().CronJobs("default").Get(t.Context(), "api", metav1.GetOptions{})
+		return err == nil && got.Status.LastScheduleTime != nil
+	})
 }
