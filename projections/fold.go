@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"slices"
 	"strconv"
 
 	"google.golang.org/protobuf/proto"
@@ -100,6 +101,13 @@ func Fold(cur *schemas.ObjectRecord, ev *schemas.EventRecord) *schemas.ObjectRec
 		}
 		status.Goal = GoalDeleted
 		next.Status = status
+		// A deletion's propagation policy arrives as a finalizer
+		// (foregroundDeletion, orphan) for the owner's controller.
+		for _, f := range ev.GetObject().GetMetadata().GetFinalizers() {
+			if !slices.Contains(next.Metadata.Finalizers, f) {
+				next.Metadata.Finalizers = append(slices.Clip(next.Metadata.Finalizers), f)
+			}
+		}
 		return next
 	case schemas.EventType_EVENT_TYPE_STATUS_CHANGED:
 		if cur == nil || ev.GetObject().GetStatus() == nil {

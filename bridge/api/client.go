@@ -382,7 +382,10 @@ func (c *Client) ApplyDryRun(ctx context.Context, source string, manifests []byt
 
 // DeleteOptions tune Delete.
 type DeleteOptions struct {
-	// Cascade "orphan" deletes a Namespace without its contents.
+	// Cascade is what deletion does to dependents: "background" (the
+	// default), "foreground" (the object stays until its dependents are
+	// gone) or "orphan" (its dependents lose their owner and stay; a
+	// Namespace is deleted without its contents).
 	Cascade string
 }
 

@@ -506,14 +506,21 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, actor string) er
 	if err != nil {
 		return err
 	}
-	if cascade := r.URL.Query().Get("cascade"); k.Kind == "Namespace" && k.Namespace == "" && cascade != "orphan" {
+	cascade := r.URL.Query().Get("cascade")
+	if k.Kind == "Namespace" && k.Namespace == "" && cascade != "orphan" {
 		return s.deleteNamespace(w, r, actor, k)
+	}
+	// ?cascade= is what deleting an owner does to its dependents
+	// (background, foreground or orphan; decision 0071).
+	prop, err := gate.ParsePropagation(cascade)
+	if err != nil {
+		return httpError(http.StatusBadRequest, "cascade: "+err.Error())
 	}
 	idem, err := idempotencyKey(r)
 	if err != nil {
 		return err
 	}
-	out, err := s.cfg.Gate.Delete(r.Context(), principalOf(r.Context()).gate(), k, idem)
+	out, err := s.cfg.Gate.DeleteWith(r.Context(), principalOf(r.Context()).gate(), k, idem, prop)
 	purge := r.URL.Query().Get(purgeParam) == "true"
 	if purge && (err == nil || errors.Is(err, gate.ErrNotFound)) {
 		// A secret deleted long ago may still need forgetting.

@@ -513,12 +513,21 @@ func desired(cur, o *schemas.Object, now *timestamppb.Timestamp) (*schemas.Objec
 // Delete requests deletion of the object at k on behalf of p. Objects of
 // kinds nobody finalizes leave current state in the same atomic write.
 func (g *Gate) Delete(ctx context.Context, p Principal, k projections.Key, idempotencyKey string) (Outcome, error) {
+	return g.DeleteWith(ctx, p, k, idempotencyKey, Background)
+}
+
+// DeleteWith is Delete with a propagation policy for k's dependents
+// (propagation.go): Foreground and Orphan record their finalizer on k.
+func (g *Gate) DeleteWith(ctx context.Context, p Principal, k projections.Key, idempotencyKey string, prop Propagation) (Outcome, error) {
+	if err := prop.check(); err != nil {
+		return Outcome{}, err
+	}
 	// Out of scope is refused before existence is told.
 	if err := Authorize(p, VerbDelete, target(k, nil)); err != nil && !errors.Is(err, ErrAdoption) {
 		return Outcome{}, err
 	}
 	for attempt := 1; ; attempt++ {
-		out, err := g.deleteOnce(ctx, p, k, idempotencyKey)
+		out, err := g.deleteOnce(ctx, p, k, idempotencyKey, prop)
 		if !errors.Is(err, events.ErrConflict) || attempt == maxAttempts {
 			return out, err
 		}
@@ -528,7 +537,7 @@ func (g *Gate) Delete(ctx context.Context, p Principal, k projections.Key, idemp
 	}
 }
 
-func (g *Gate) deleteOnce(ctx context.Context, p Principal, k projections.Key, idem string) (Outcome, error) {
+func (g *Gate) deleteOnce(ctx context.Context, p Principal, k projections.Key, idem string, prop Propagation) (Outcome, error) {
 	actor := p.Name
 	cur := g.cfg.State.Get(k)
 	if cur == nil {
@@ -546,6 +555,9 @@ func (g *Gate) deleteOnce(ctx context.Context, p Principal, k projections.Key, i
 		req.Id = "delete/" + idem + "/" + k.String()
 	} else {
 		req.Id = newUID()
+	}
+	if f := prop.finalizer(); f != "" {
+		req.Object = &schemas.Object{Metadata: &schemas.ObjectMeta{Finalizers: []string{f}}}
 	}
 	entries := []events.Entry{{Event: req, Expect: cur.Metadata.GetResourceVersion()}}
 	if !g.cfg.Finalizes(k.Kind) {

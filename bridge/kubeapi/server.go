@@ -220,7 +220,7 @@ func (s *Server) show(q *request, o *schemas.Object) map[string]any {
 			o = seal.Mask(o)
 		}
 	}
-	return kubeObject(o, q.res.version)
+	return s.withOwnerReferences(kubeObject(o, q.res.version), o)
 }
 
 // writeError answers err as a Kubernetes Status.

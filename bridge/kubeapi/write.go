@@ -292,7 +292,12 @@ func (s *Server) delete(w http.ResponseWriter, q *request) error {
 	}
 	var opts metav1.DeleteOptions
 	if b, _ := io.ReadAll(http.MaxBytesReader(w, q.r.Body, maxBody)); len(strings.TrimSpace(string(b))) > 0 {
-		if err := json.Unmarshal(b, &opts); err != nil {
+		if ct, _, _ := mime.ParseMediaType(q.r.Header.Get("Content-Type")); ct == protobufType {
+			// client-go's typed clients send DeleteOptions as protobuf.
+			if _, _, err := protobufCodec.Decode(b, nil, &opts); err != nil {
+				return apierrors.NewBadRequest("the body is not DeleteOptions: " + err.Error())
+			}
+		} else if err := json.Unmarshal(b, &opts); err != nil {
 			return apierrors.NewBadRequest("the body is not DeleteOptions: " + err.Error())
 		}
 	}
@@ -312,7 +317,11 @@ func (s *Server) delete(w http.ResponseWriter, q *request) error {
 		}
 		return writeJSON(w, http.StatusOK, s.show(q, cur))
 	}
-	out, err := s.cfg.Gate.Delete(q.r.Context(), q.caller.Principal, q.key(), "")
+	prop, err := propagation(q, opts)
+	if err != nil {
+		return err
+	}
+	out, err := s.cfg.Gate.DeleteWith(q.r.Context(), q.caller.Principal, q.key(), "", prop)
 	if err != nil {
 		return s.gateError(q, err)
 	}
@@ -324,6 +333,42 @@ func (s *Server) delete(w http.ResponseWriter, q *request) error {
 	st := metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess,
 		Details: &metav1.StatusDetails{Name: q.name, Group: q.res.group, Kind: q.res.plural, UID: typesUID(cur)}}
 	return writeJSON(w, http.StatusOK, &st)
+}
+
+// propagation is what the deletion does to the object's dependents:
+// DeleteOptions' propagationPolicy (or the older orphanDependents), also
+// accepted as a query parameter as the apiserver does; Background when
+// neither is given (decision 0071).
+func propagation(q *request, opts metav1.DeleteOptions) (gate.Propagation, error) {
+	policy := ""
+	if opts.PropagationPolicy != nil {
+		policy = string(*opts.PropagationPolicy)
+	} else if p := q.r.URL.Query().Get("propagationPolicy"); p != "" {
+		policy = p
+	}
+	orphan := opts.OrphanDependents
+	if orphan == nil {
+		if v, err := strconv.ParseBool(q.r.URL.Query().Get("orphanDependents")); err == nil {
+			orphan = &v
+		}
+	}
+	if orphan != nil {
+		if policy != "" {
+			return "", apierrors.NewBadRequest("DeleteOptions: orphanDependents and propagationPolicy may not both be set")
+		}
+		if *orphan {
+			policy = string(metav1.DeletePropagationOrphan)
+		}
+	}
+	switch metav1.DeletionPropagation(policy) {
+	case "", metav1.DeletePropagationBackground:
+		return gate.Background, nil
+	case metav1.DeletePropagationForeground:
+		return gate.Foreground, nil
+	case metav1.DeletePropagationOrphan:
+		return gate.Orphan, nil
+	}
+	return "", apierrors.NewBadRequest(fmt.Sprintf("DeleteOptions: propagationPolicy %q: use Background, Foreground or Orphan", policy))
 }
 
 // serverSideApply takes a server-side apply (kubectl apply --server-side):

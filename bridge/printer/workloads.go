@@ -129,6 +129,20 @@ func kindColumnsOf(kind string, wide bool) ([]string, rowFunc) {
 			}
 			return []string{Dash(obj.GetStatus().GetPhase()), fmt.Sprintf("%d/%d", num(d, "succeeded"), completions), dur, age(obj, now)}
 		}
+	case "CronJob.batch":
+		return []string{"SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST SCHEDULE", "AGE"}, func(obj *schemas.Object, now time.Time) []string {
+			d, spec := obj.GetStatus().GetDetails(), obj.GetSpec()
+			last := "<none>"
+			if t, err := time.Parse(time.RFC3339, field(d, "lastScheduleTime").GetStringValue()); err == nil {
+				last = Age(now, t)
+			}
+			tz := field(spec, "timeZone").GetStringValue()
+			if tz == "" {
+				tz = "<none>"
+			}
+			return []string{field(spec, "schedule").GetStringValue(), tz, fmt.Sprint(field(spec, "suspend").GetBoolValue()),
+				fmt.Sprint(len(field(d, "active").GetListValue().GetValues())), last, age(obj, now)}
+		}
 	}
 	return nil, nil
 }

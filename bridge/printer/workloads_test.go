@@ -40,3 +40,20 @@ func TestKindTables(t *testing.T) {
 		t.Errorf("deployment row %q", got)
 	}
 }
+
+// CronJobs print with kubectl's columns.
+func TestCronJobTable(t *testing.T) {
+	cj := `{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"name":"nightly","namespace":"shop"},"spec":{"schedule":"0 3 * * *","suspend":true,"jobTemplate":{}},
+		"status":{"details":{"active":[{"name":"nightly-1"}]}}}`
+	var buf bytes.Buffer
+	if err := Print(&buf, items(t, cj), false, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(buf.String(), "\n")
+	if got := strings.Join(strings.Fields(lines[0]), " "); got != "NAMESPACE NAME SCHEDULE TIMEZONE SUSPEND ACTIVE LAST SCHEDULE AGE" {
+		t.Errorf("header %q", got)
+	}
+	if got := strings.Join(strings.Fields(lines[1]), " "); got != "shop nightly 0 3 * * * <none> true 1 <none> -" {
+		t.Errorf("row %q", got)
+	}
+}

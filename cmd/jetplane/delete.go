@@ -28,14 +28,25 @@ it leaves current state. Its history stays in the log.
 Every object named is tried: what exists is deleted, what does not is
 reported, and the exit code is 3 when something was not found (1 when
 something else failed). Deleting a Namespace deletes the objects in it
-first, dependents before what they depend on, unless --cascade=orphan.`,
+first, dependents before what they depend on, unless --cascade=orphan.
+Without -n, a NAME is found as get finds it: cluster-scoped, or in the one
+namespace that has it.
+
+Deleting an owner (a Deployment, ReplicaSet, Job, DaemonSet or CronJob)
+deletes what it owns, as kubectl does: --cascade=background (the default)
+deletes the owner at once and its dependents after it; foreground keeps the
+owner, being deleted, until its dependents are gone; orphan deletes the
+owner alone, and its dependents stay without an owner (the owner, applied
+again under the same name, adopts them back).`,
 		Example: `  jetplane delete cm settings -n default
   jetplane delete ConfigMap/default/settings
   jetplane delete -f app.yaml
   jetplane delete cm -l app=web -n shop
   jetplane delete deploy --all -n shop
   jetplane delete ns shop --wait          # with everything in it
-  jetplane delete ns shop --cascade=orphan`,
+  jetplane delete ns shop --cascade=orphan
+  jetplane delete deploy web --cascade=foreground --wait
+  jetplane delete deploy web --cascade=orphan   # its ReplicaSets and pods stay`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := lf.check(); err != nil {
 				return err
@@ -94,10 +105,26 @@ first, dependents before what they depend on, unless --cascade=orphan.`,
 				}
 			case len(args) >= 2:
 				for _, name := range args[1:] {
+					// Without -n, looked up below as get looks it up.
 					keys = append(keys, api.Key{Kind: args[0], Namespace: lf.namespace, Name: name})
 				}
 			default:
 				return usage(errors.New("name what to delete: KIND NAME, KIND/NAMESPACE/NAME, -f FILE, KIND -l SELECTOR or KIND --all -n NS"))
+			}
+			if lf.namespace == "" && len(files) == 0 && !(len(args) == 1 && (lf.selector != "" || lf.fields != "" || all)) {
+				// Named without -n: found the way get finds it, cluster-scoped
+				// or in the one namespace that has it.
+				for i, k := range keys {
+					if k.Namespace != "" {
+						continue
+					}
+					it, err := getOne(ctx, c, k, false)
+					if err == nil {
+						keys[i].Namespace = it.Object.GetMetadata().GetNamespace()
+					} else if !isNotFound(err) {
+						return err
+					}
+				}
 			}
 			var notFound, failed []string
 			var deleted []api.Key
@@ -151,7 +178,7 @@ first, dependents before what they depend on, unless --cascade=orphan.`,
 	cmd.Flags().BoolVar(&ignoreNotFound, "ignore-not-found", false, "treat objects that do not exist as deleted")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the objects have left current state (finalized)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits")
-	cmd.Flags().StringVar(&cascade, "cascade", "background", "background or foreground: deleting a Namespace deletes its contents; orphan: the Namespace alone")
+	cmd.Flags().StringVar(&cascade, "cascade", "background", "background, foreground or orphan: what deleting an owner does to its dependents (orphan: a Namespace alone, without its contents)")
 	return cmd
 }
 

@@ -97,6 +97,7 @@ func printDescribe(w io.Writer, d *api.DescribeResponse, now time.Time) error {
 	} else {
 		b.WriteString("  <none>\n")
 	}
+	describeContainers(&b, o, now)
 	b.WriteString("Status:\n")
 	field(1, "Goal", printer.Dash(st.GetGoal()))
 	field(1, "Phase", printer.Dash(st.GetPhase()))

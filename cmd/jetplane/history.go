@@ -249,6 +249,10 @@ func changeDetail(ev *schemas.Event, before, after stateView) string {
 	case schemas.EventType_EVENT_TYPE_FINALIZED:
 		return "left current state"
 	case schemas.EventType_EVENT_TYPE_DELETE_REQUESTED:
+		// A Foreground or Orphan deletion carries its finalizer.
+		if f := ev.GetObject().GetMetadata().GetFinalizers(); len(f) > 0 {
+			return "goal: exists→deleted, finalizers: " + strings.Join(f, ",")
+		}
 		return "goal: exists→deleted"
 	}
 	var prev any

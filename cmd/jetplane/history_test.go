@@ -40,3 +40,15 @@ func TestChangeDetail(t *testing.T) {
 		}
 	}
 }
+
+// A deletion's DETAIL names its propagation policy's finalizer.
+func TestChangeDetailOfADeletion(t *testing.T) {
+	plain := &schemas.Event{Type: schemas.EventType_EVENT_TYPE_DELETE_REQUESTED}
+	fg := &schemas.Event{Type: schemas.EventType_EVENT_TYPE_DELETE_REQUESTED, Object: &schemas.Object{Metadata: &schemas.ObjectMeta{Finalizers: []string{"foregroundDeletion"}}}}
+	if got := changeDetail(plain, stateView{}, stateView{}); got != "goal: exists→deleted" {
+		t.Errorf("background: %q", got)
+	}
+	if got := changeDetail(fg, stateView{}, stateView{}); got != "goal: exists→deleted, finalizers: foregroundDeletion" {
+		t.Errorf("foreground: %q", got)
+	}
+}

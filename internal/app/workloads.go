@@ -53,6 +53,25 @@ func (w workloadWriter) Delete(ctx context.Context, owner *schemas.Object, actor
 	return workloadError(err)
 }
 
+// DeleteWith deletes k for owner's controller with a propagation policy
+// for k's own dependents.
+func (w workloadWriter) DeleteWith(ctx context.Context, owner *schemas.Object, actor string, k projections.Key, p workload.Propagation) error {
+	_, err := w.a.gate.DeleteWith(ctx, gate.Controller(actor, owner), k, "", gate.Propagation(p))
+	if errors.Is(err, gate.ErrNotFound) {
+		return nil
+	}
+	return workloadError(err)
+}
+
+// Release clears k's owner for owner's controller (an Orphan deletion).
+func (w workloadWriter) Release(ctx context.Context, owner *schemas.Object, actor string, k projections.Key) error {
+	_, err := w.a.gate.Release(ctx, gate.Controller(actor, owner), k)
+	if errors.Is(err, gate.ErrNotFound) {
+		return nil
+	}
+	return workloadError(err)
+}
+
 // Expire deletes obj for its own controller, as a writer confined to the
 // scope of whoever last set obj's spec: no wider than they could.
 func (w workloadWriter) Expire(ctx context.Context, obj *schemas.Object, actor string) error {

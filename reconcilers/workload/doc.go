@@ -4,8 +4,9 @@
 // rolls between them within maxSurge and maxUnavailable (or Recreate); a
 // ReplicaSet keeps its number of pods; a Job runs pods to its completions
 // within its parallelism, backoff limit and deadline; a DaemonSet keeps one
-// pod on every eligible node. Deleting an owner deletes its dependents
-// (garbage collection by owner).
+// pod on every eligible node; a CronJob starts Jobs on its schedule.
+// Deleting an owner deletes its dependents (garbage collection by owner)
+// in the background, in the foreground, or orphans them (gc.go).
 //
 // Children are written through the gate (the Writer) as a controller
 // acting for their owner; the gate stamps the owner annotation, which is

@@ -98,3 +98,11 @@ func (w noWriter) Expire(context.Context, *schemas.Object, string) error {
 	w.t.Error("expired an observed object")
 	return nil
 }
+func (w noWriter) DeleteWith(context.Context, *schemas.Object, string, projections.Key, Propagation) error {
+	w.t.Error("deleted for an observed object")
+	return nil
+}
+func (w noWriter) Release(context.Context, *schemas.Object, string, projections.Key) error {
+	w.t.Error("released for an observed object")
+	return nil
+}

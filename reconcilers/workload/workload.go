@@ -90,6 +90,13 @@ type Writer interface {
 	// Expire deletes obj itself, for its own controller (a finished Job's
 	// time to live), in the scope of whoever last set its spec.
 	Expire(ctx context.Context, obj *schemas.Object, actor string) error
+	// DeleteWith is Delete with a propagation policy for k's own
+	// dependents (gc.go): a foreground deletion propagates.
+	DeleteWith(ctx context.Context, owner *schemas.Object, actor string, k projections.Key, p Propagation) error
+	// Release clears k's owner (owner deleted with the Orphan policy); k
+	// stays, and owner's key may adopt it again. A key already gone is not
+	// an error.
+	Release(ctx context.Context, owner *schemas.Object, actor string, k projections.Key) error
 }
 
 // Config configures the Reconciler.
@@ -147,12 +154,12 @@ func New(cfg Config) (*Reconciler, error) {
 
 // Kinds implements reconcilers.Reconciler.
 func (r *Reconciler) Kinds() []string {
-	return []string{KindDeployment, KindReplicaSet, KindJob, KindDaemonSet}
+	return []string{KindDeployment, KindReplicaSet, KindJob, KindDaemonSet, KindCronJob}
 }
 
 func handled(kind string) bool {
 	switch kind {
-	case KindDeployment, KindReplicaSet, KindJob, KindDaemonSet:
+	case KindDeployment, KindReplicaSet, KindJob, KindDaemonSet, KindCronJob:
 		return true
 	}
 	return false
@@ -200,39 +207,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 		return r.job(ctx, obj)
 	case KindDaemonSet:
 		return r.daemonSet(ctx, obj)
+	case KindCronJob:
+		return r.cronJob(ctx, obj)
 	}
 	return reconcilers.Result{}, reconcilers.Terminal(fmt.Errorf("workload: kind %s is not handled", obj.GetKind()))
-}
-
-// Finalize implements reconcilers.Reconciler: garbage collection in the
-// background, as Kubernetes deletes by default. Every dependent (an
-// object whose owner annotation names obj) is asked to go, and obj leaves
-// at once; each dependent's own controller deletes its dependents in turn.
-func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (reconcilers.Result, error) {
-	if observed(obj) {
-		return reconcilers.Result{}, nil
-	}
-	k := projections.ObjectKey(obj)
-	r.mu.Lock()
-	delete(r.daemonSets, k)
-	delete(r.progress, k)
-	r.mu.Unlock()
-	kinds := []string{KindPod}
-	if k.Kind == KindDeployment {
-		kinds = []string{KindReplicaSet}
-	}
-	var errs []error
-	for _, kind := range kinds {
-		for _, d := range r.owned(k, kind) {
-			if d.GetStatus().GetGoal() == projections.GoalDeleted {
-				continue
-			}
-			if err := r.cfg.Writer.Delete(ctx, obj, r.actor(k), projections.ObjectKey(d)); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return reconcilers.Result{}, errors.Join(errs...)
 }
 
 func (r *Reconciler) actor(owner projections.Key) string {

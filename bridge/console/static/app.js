@@ -444,6 +444,8 @@ async function objectPage(main, params, signal) {
           : el("p", { class: "muted", text: "none" }),
         st.details ? [el("h2", { text: "Status details" }), el("pre", { id: "status-details" }, folded(pretty(st.details).split("\n"), 30, (l) => l + "\n"))] : null)),
     el("h2", { text: "Dependencies" }), graph(self, d.dependencies, d.dependents));
+    if (k.kind === "Pod") main.append(podLogs(k, signal));
+    if (WORKLOAD_KINDS.has(k.kind)) main.append(await workloadPods(self, signal));
   }
   if (!h) return;
   const evs = h.events;
@@ -460,6 +462,62 @@ async function objectPage(main, params, signal) {
           el("a", { href: "#/state?" + asOf, text: "state as of this event" })),
         diffView(steps[i].before, steps[i].after));
     })));
+}
+
+// WORKLOAD_KINDS own pods, directly or through ReplicaSets or Jobs.
+const WORKLOAD_KINDS = new Set(["Deployment.apps", "ReplicaSet.apps", "DaemonSet.apps", "StatefulSet.apps", "Job.batch", "CronJob.batch"]);
+const OWNER = "gate.jetplane.dev/owner";
+
+// workloadPods lists the pods a workload owns: those whose owner
+// annotation names it, or names an object it owns (a Deployment's
+// ReplicaSets, a CronJob's Jobs).
+async function workloadPods(k, signal) {
+  const section = el("section", { id: "workload-pods" });
+  try {
+    const ref = (o) => (o.metadata && o.metadata.annotations || {})[OWNER];
+    const owners = new Set([keyString(k)]);
+    for (const kind of ["ReplicaSet.apps", "Job.batch"]) {
+      const mid = await api("/v1/objects", { kind, namespace: k.namespace }, signal);
+      for (const o of mid.items || []) if (owners.has(ref(o))) owners.add(keyString(keyOf(o)));
+    }
+    const pods = ((await api("/v1/objects", { kind: "Pod", namespace: k.namespace }, signal)).items || [])
+      .filter((p) => owners.has(ref(p)))
+      .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+    section.append(el("h2", { text: `Pods (${pods.length})` }),
+      pods.length ? el("table", { id: "pods-table" }, objectHead(), el("tbody", {}, pods.map(objectRow))) : el("p", { class: "muted", text: "none" }));
+  } catch (e) {
+    section.append(el("h2", { text: "Pods" }), el("p", { class: "error", text: e.message }));
+  }
+  return section;
+}
+
+// podLogs shows the last lines of a pod's output, as jetplane logs does,
+// with a button to read them again.
+function podLogs(k, signal) {
+  const pre = el("pre", { id: "logs", class: "logs", text: "loading…" });
+  const load = async () => {
+    const u = new URL("/v1/logs", location.origin);
+    u.searchParams.set("namespace", k.namespace);
+    u.searchParams.set("pod", k.name);
+    u.searchParams.set("tail", "500");
+    try {
+      const r = await fetch(u, { headers: headers(), signal });
+      const text = await r.text();
+      if (!r.ok) {
+        let msg = text;
+        try { msg = JSON.parse(text).error || text; } catch (e) { /* plain text */ }
+        pre.textContent = "";
+        pre.append(el("span", { class: "error", text: msg }));
+        return;
+      }
+      pre.textContent = text || "(no output yet)";
+    } catch (e) {
+      if (!signal.aborted) pre.textContent = e.message;
+    }
+  };
+  load();
+  return el("section", { id: "pod-logs" },
+    el("h2", {}, "Logs ", el("button", { id: "logs-refresh", onclick: load, text: "refresh" })), pre);
 }
 
 function kvGrid(pairs) {
