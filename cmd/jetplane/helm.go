@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -148,7 +149,9 @@ func newRollback(g *globals) *cobra.Command {
 		Short: "Apply an earlier revision of a HelmRelease again, read from its history",
 		Long: `Read revision N of a HelmRelease (its generation N) from the log and apply
 that spec again: the release moves to a new revision with revision N's chart
-and values, and its children follow. Nothing but the log is consulted; see
+and values, runs the chart's pre-rollback and post-rollback hooks, and writes
+the objects revision N wrote, as it wrote them (not rendered again: random
+values and lookups are revision N's). Nothing but the log is consulted; see
 the revisions with 'jetplane history'.`,
 		Example: `  jetplane rollback HelmRelease/apps/web --to-revision 2`,
 		Args:    cobra.ExactArgs(1),
@@ -171,6 +174,14 @@ the revisions with 'jetplane history'.`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
+			// The release re-applies what revision N wrote, and runs its
+			// rollback hooks; a test request of revision N is not asked
+			// again.
+			if o.Metadata.Annotations == nil {
+				o.Metadata.Annotations = map[string]string{}
+			}
+			delete(o.Metadata.Annotations, helmrelease.AnnotationTest)
+			o.Metadata.Annotations[helmrelease.AnnotationRollback] = strconv.FormatInt(revision, 10)
 			body, err := protojson.Marshal(o)
 			if err != nil {
 				return err
