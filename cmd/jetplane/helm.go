@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -174,14 +173,6 @@ the revisions with 'jetplane history'.`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
-			// The release re-applies what revision N wrote, and runs its
-			// rollback hooks; a test request of revision N is not asked
-			// again.
-			if o.Metadata.Annotations == nil {
-				o.Metadata.Annotations = map[string]string{}
-			}
-			delete(o.Metadata.Annotations, helmrelease.AnnotationTest)
-			o.Metadata.Annotations[helmrelease.AnnotationRollback] = strconv.FormatInt(revision, 10)
 			body, err := protojson.Marshal(o)
 			if err != nil {
 				return err

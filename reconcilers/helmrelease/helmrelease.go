@@ -298,7 +298,32 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (out re
 			rec.Stage = ""
 			if rec.Event != "" {
 				rec.Stage = "post-" + rec.Event
+				if spec.Cluster != "" {
+					rec.Stage = stageApplied
+				}
 			}
+		case rec.Stage == stageApplied:
+			// As helm creates the objects before its post hooks run,
+			// they wait until the cluster holds every child.
+			cur, _ := r.recorded(key, rec)
+			waiting := len(rec.Children) - len(cur)
+			for _, c := range cur {
+				switch {
+				case c.GetStatus().GetPhase() == reconcilers.PhaseFailed:
+					rec.Failed = fmt.Sprintf("revision %d: %s: %s", rec.Revision, projections.ObjectKey(c), c.GetStatus().GetMessage())
+					return r.failed(obj, rec, res), reconcilers.Terminal(errors.New(rec.Failed))
+				case c.GetStatus().GetObservedGeneration() != c.GetMetadata().GetGeneration() || !reconcilers.IsReady(c):
+					waiting++
+				}
+			}
+			if waiting > 0 {
+				out := r.progress(obj, spec, rec, hooks)
+				out.Message = fmt.Sprintf("revision %d: %d of %d children applied", rec.Revision, len(rec.Children)-waiting, len(rec.Children))
+				out.Conditions = out.Conditions[1:]
+				out.Conditions[0].Message = out.Message
+				return out, nil
+			}
+			rec.Stage = "post-" + rec.Event
 		default:
 			if children == nil {
 				children, _ = r.recorded(key, rec)

@@ -138,6 +138,9 @@ const (
 	stepDelete = "" // delete a previous object of the hook (before-hook-creation)
 	stepCreate = "create"
 	stepWait   = "wait"
+	// stepFailed, followed by the reason: the hook failed; the hooks
+	// the delete policies remove are being deleted.
+	stepFailed = "failed: "
 )
 
 // hookFailure is a hook that failed: the release's revision failed.
@@ -162,6 +165,9 @@ func (r *Reconciler) runHooks(ctx context.Context, release *schemas.Object, spec
 			return false, &hookFailure{event: event, hook: h, msg: err.Error()}
 		}
 		k := projections.ObjectKey(child)
+		if strings.HasPrefix(rec.Step, stepFailed) {
+			return r.cleanUpFailure(ctx, release, spec, event, hooks, rec)
+		}
 		switch rec.Step {
 		case stepDelete:
 			if cur := r.cfg.State.Get(k); cur != nil {
@@ -189,10 +195,8 @@ func (r *Reconciler) runHooks(ctx context.Context, release *schemas.Object, spec
 				return false, fmt.Errorf("%s hook %s: %w", event, h, err)
 			}
 			if failed != "" {
-				if h.has(HookFailed) {
-					_ = r.cfg.Writer.Delete(ctx, release, r.cfg.Actor, k)
-				}
-				return false, &hookFailure{event: event, hook: h, msg: failed}
+				rec.Step = stepFailed + failed
+				return r.cleanUpFailure(ctx, release, spec, event, hooks, rec)
 			}
 			if !done {
 				return false, nil
@@ -202,7 +206,8 @@ func (r *Reconciler) runHooks(ctx context.Context, release *schemas.Object, spec
 		}
 	}
 	// As helm: hook-succeeded deletes once every hook of the event
-	// succeeded, the last first.
+	// succeeded, the last first, and waits until they are gone.
+	gone := true
 	for i := len(hooks) - 1; i >= 0; i-- {
 		h := hooks[i]
 		if !h.has(HookSucceeded) {
@@ -212,11 +217,61 @@ func (r *Reconciler) runHooks(ctx context.Context, release *schemas.Object, spec
 		if err != nil {
 			continue
 		}
-		if err := r.cfg.Writer.Delete(ctx, release, r.cfg.Actor, projections.ObjectKey(child)); err != nil {
+		k := projections.ObjectKey(child)
+		cur := r.cfg.State.Get(k)
+		if cur == nil {
+			continue
+		}
+		gone = false
+		if cur.GetStatus().GetGoal() == projections.GoalDeleted {
+			continue
+		}
+		if err := r.cfg.Writer.Delete(ctx, release, r.cfg.Actor, k); err != nil {
 			return false, fmt.Errorf("%s hook %s: delete after success: %w", event, h, err)
 		}
 	}
-	return true, nil
+	return gone, nil
+}
+
+// cleanUpFailure deletes, as helm does when a hook fails, the failed
+// hook when it has hook-failed, then the hooks of the event that had
+// succeeded and have hook-succeeded, each step once the last is gone;
+// then it returns the failure.
+func (r *Reconciler) cleanUpFailure(ctx context.Context, release *schemas.Object, spec *Spec, event string, hooks []hook, rec *revisionRecord) (bool, error) {
+	h := hooks[rec.Hook]
+	steps := [][]hook{nil, nil}
+	if h.has(HookFailed) {
+		steps[0] = []hook{h}
+	}
+	for _, done := range hooks[:rec.Hook] {
+		if done.has(HookSucceeded) {
+			steps[1] = append(steps[1], done)
+		}
+	}
+	for _, step := range steps {
+		pending := false
+		for _, d := range step {
+			child, err := r.hookChild(release, spec, d)
+			if err != nil {
+				continue
+			}
+			k := projections.ObjectKey(child)
+			cur := r.cfg.State.Get(k)
+			if cur == nil {
+				continue
+			}
+			pending = true
+			if cur.GetStatus().GetGoal() != projections.GoalDeleted {
+				if err := r.cfg.Writer.Delete(ctx, release, r.cfg.Actor, k); err != nil {
+					return false, fmt.Errorf("%s hook %s: delete after failure: %w", event, d, err)
+				}
+			}
+		}
+		if pending {
+			return false, nil
+		}
+	}
+	return false, &hookFailure{event: event, hook: h, msg: strings.TrimPrefix(rec.Step, stepFailed)}
 }
 
 // hookChild is the object jetplane writes to run h: an Apply of it into

@@ -42,8 +42,10 @@ type revisionRecord struct {
 
 // Stages besides hook events.
 const (
-	stageWrite = "write"  // write the revision's children
-	stageGone  = "delete" // wait for the children to be deleted
+	stageWrite = "write" // write the revision's children
+	// stageApplied waits until a cluster holds every child.
+	stageApplied = "applied"
+	stageGone    = "delete" // wait for the children to be deleted
 )
 
 func strList(ss []string) []any {

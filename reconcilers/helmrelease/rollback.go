@@ -3,6 +3,7 @@ package helmrelease
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -17,7 +18,8 @@ import (
 // (apiVersion, kind, name, namespace, labels, annotations, group,
 // dependsOn, spec), so applying it makes a new revision with revision n's
 // chart and values. The chart itself is found again by name and version:
-// pushed versions never change (events.ErrExists).
+// pushed versions never change (events.ErrExists). It carries
+// AnnotationRollback: the release writes revision n's objects as stored.
 func Revision(history []*schemas.Event, n int64) (*schemas.Object, error) {
 	var found *schemas.Object
 	var revs []int64
@@ -41,11 +43,21 @@ func Revision(history []*schemas.Event, n int64) (*schemas.Object, error) {
 		return nil, fmt.Errorf("%s is not a %s", found.GetKind(), Kind)
 	}
 	md := found.GetMetadata()
+	// The release re-applies what revision n wrote and runs its rollback
+	// hooks (AnnotationRollback); a test request of revision n is not
+	// made again.
+	ann := map[string]string{}
+	for k, v := range md.GetAnnotations() {
+		if k != AnnotationTest && !strings.HasPrefix(k, gatePrefix) {
+			ann[k] = v
+		}
+	}
+	ann[AnnotationRollback] = strconv.FormatInt(n, 10)
 	return &schemas.Object{
 		ApiVersion: found.GetApiVersion(),
 		Kind:       found.GetKind(),
 		Metadata: &schemas.ObjectMeta{
-			Name: md.GetName(), Namespace: md.GetNamespace(), Labels: md.GetLabels(), Annotations: md.GetAnnotations(),
+			Name: md.GetName(), Namespace: md.GetNamespace(), Labels: md.GetLabels(), Annotations: ann,
 			Group: md.GetGroup(), DependsOn: md.GetDependsOn(),
 		},
 		Spec: proto.CloneOf(found.GetSpec()),
