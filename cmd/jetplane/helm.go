@@ -201,8 +201,9 @@ func newTemplate() *cobra.Command {
 		Long: `Render CHART (a chart directory or a packaged .tgz) as release NAME, exactly
 as a HelmRelease renders it, and print the objects jetplane would store:
 the rendered objects themselves, or with --cluster the Apply objects that
-push them into that cluster. Nothing is sent anywhere. Hooks and tests are
-listed on stderr as not run.`,
+push them into that cluster. Nothing is sent anywhere. Hooks and tests,
+which a release runs around its revisions (and 'jetplane helm test'), are
+not printed: they are listed on stderr.`,
 		Example: `  jetplane template web ./charts/web -n shop --set replicas=3
   jetplane template web web-0.1.0.tgz -f values.yaml --cluster prod -o json`,
 		Args: cobra.ExactArgs(2),
@@ -235,7 +236,7 @@ listed on stderr as not run.`,
 				return err
 			}
 			for _, u := range res.Unsupported {
-				fmt.Fprintln(cmd.ErrOrStderr(), "not run (hooks and tests are not supported):", u)
+				fmt.Fprintln(cmd.ErrOrStderr(), "hook, run by a release, not printed:", u)
 			}
 			children, err := helmrelease.Children(projections.Key{Kind: helmrelease.Kind, Namespace: ns, Name: args[0]}, cluster, res, nil)
 			if err != nil {

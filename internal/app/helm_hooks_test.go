@@ -411,3 +411,48 @@ func applyObject(t *testing.T, c *api.Client, o *schemas.Object) {
 	}
 	applyYAML(t, c, string(body))
 }
+
+// TestHelmDryRunNamesField: a release bound for a cluster whose chart
+// renders an object that cluster refuses fails before anything is
+// written, naming the template, the object and the field as the
+// apiserver's server-side dry run names it.
+func TestHelmDryRunNamesField(t *testing.T) {
+	env := kubeenv.Start(t)
+	cs, err := kubernetes.NewForConfig(env.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dry"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, c := startApp(t, app.Config{Clusters: kube.Clusters{{Name: "k1", REST: env.RESTConfig(), Resources: []kube.Resource{{Version: "v1", Resource: "configmaps", Namespace: "dry"}}}}})
+	files := map[string]string{
+		"Chart.yaml":         "apiVersion: v2\nname: dry\nversion: 0.1.0\n",
+		"templates/cm.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: b\n",
+		"templates/svc.yaml": "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  selector: {app: web}\n  ports:\n  - port: {{ .Values.port }}\n",
+		"values.yaml":        "port: 70000\n",
+	}
+	if _, err := c.PushChart(ctx, "dry", "0.1.0", testenv.Chart(t, files)); err != nil {
+		t.Fatal(err)
+	}
+	key := projections.Key{Kind: helmrelease.Kind, Namespace: "apps", Name: "dry"}
+	applyYAML(t, c, "apiVersion: v1\nkind: HelmRelease\nmetadata: {name: dry, namespace: apps}\nspec:\n  chart: {name: dry, version: 0.1.0}\n  releaseNamespace: dry\n  cluster: k1\n")
+	var rel *schemas.Object
+	eventuallyApp(t, "the release failed", func() bool {
+		rel = a.Store().Get(key)
+		return rel != nil && rel.GetStatus().GetPhase() == reconcilers.PhaseFailed
+	})
+	msg := rel.GetStatus().GetMessage()
+	for _, want := range []string{"cluster k1 refuses the revision (server-side dry run)", "dry/templates/svc.yaml:1: Service/dry/web: spec.ports[0].port: Invalid value: 70000"} {
+		if !strings.Contains(msg, want) {
+			t.Fatalf("status %q lacks %q", msg, want)
+		}
+	}
+	if list, _ := a.Store().List(projections.Query{Group: helmrelease.Group(key)}); len(list) != 0 {
+		t.Fatalf("%d children written", len(list))
+	}
+	if _, err := cs.CoreV1().ConfigMaps("dry").Get(ctx, "settings", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("settings in the cluster: %v", err)
+	}
+}
