@@ -298,7 +298,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (out re
 			rec.Stage = ""
 			if rec.Event != "" {
 				rec.Stage = "post-" + rec.Event
-				if spec.Cluster != "" {
+				if spec.Cluster != "" && len(hooks.byEvent[rec.Stage]) > 0 {
 					rec.Stage = stageApplied
 				}
 			}
@@ -317,8 +317,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (out re
 				}
 			}
 			if waiting > 0 {
+				// One message until all are there: a count would write a
+				// status for each child applied.
 				out := r.progress(obj, spec, rec, hooks)
-				out.Message = fmt.Sprintf("revision %d: %d of %d children applied", rec.Revision, len(rec.Children)-waiting, len(rec.Children))
+				out.Message = fmt.Sprintf("revision %d: waiting for cluster %s to hold its %d objects before the %s hooks", rec.Revision, spec.Cluster, len(rec.Children), "post-"+rec.Event)
 				out.Conditions = out.Conditions[1:]
 				out.Conditions[0].Message = out.Message
 				return out, nil
