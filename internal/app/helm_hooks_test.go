@@ -274,8 +274,17 @@ func TestHelmHooksMatchHelm(t *testing.T) {
 	}
 	rt := action.NewReleaseTesting(cfg)
 	rt.Namespace, rt.Timeout = hns, time.Minute
-	if _, err := rt.Run("hk"); err != nil {
+	tested, err := rt.Run("hk")
+	if err != nil {
 		t.Fatalf("helm test: %v", err)
+	}
+	var helmTests []string
+	for _, h := range tested.Hooks {
+		for _, e := range h.Events {
+			if e == "test" {
+				helmTests = append(helmTests, fmt.Sprintf("%s/%s/%s: %s", h.Kind, hns, h.Name, h.LastRun.Phase))
+			}
+		}
 	}
 	hrec.settle()
 	helmSteps = append(helmSteps, hrec.take(t, "helm test", 1))
@@ -344,8 +353,12 @@ func TestHelmHooksMatchHelm(t *testing.T) {
 	rel := wait("test", func(o *schemas.Object) bool {
 		return o.GetStatus().GetDetails().GetFields()["tested"].GetStringValue() == "t1"
 	})
-	if f := rel.GetStatus().GetDetails().GetFields(); f["testPhase"].GetStringValue() != "Succeeded" {
-		t.Fatalf("test: %v", f)
+	var jetTests []string
+	for _, v := range rel.GetStatus().GetDetails().GetFields()["tests"].GetListValue().GetValues() {
+		jetTests = append(jetTests, strings.Replace(v.GetStringValue(), jns, hns, 1))
+	}
+	if f := rel.GetStatus().GetDetails().GetFields(); f["testPhase"].GetStringValue() != "Succeeded" || !slices.Equal(jetTests, helmTests) {
+		t.Fatalf("test: jetplane %v (%v), helm %v", jetTests, f["testPhase"], helmTests)
 	}
 	jrec.settle()
 	jetSteps = append(jetSteps, jrec.take(t, "jetplane test", 1))
