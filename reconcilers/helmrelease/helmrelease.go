@@ -98,6 +98,11 @@ type Config struct {
 	HTTPClient *http.Client
 	// Actor writes the children (default "reconciler/HelmRelease").
 	Actor string
+	// HookTimeout is how long a hook may run before it fails, as helm's
+	// --timeout (default 5 minutes, helm's default).
+	HookTimeout time.Duration
+	// Now is the clock hooks are timed by (default time.Now).
+	Now func() time.Time
 }
 
 func (c Config) validate() error {
@@ -159,6 +164,12 @@ func New(cfg Config) (*Reconciler, error) {
 	}
 	if cfg.Actor == "" {
 		cfg.Actor = "reconciler/" + Kind
+	}
+	if cfg.HookTimeout <= 0 {
+		cfg.HookTimeout = 5 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	return &Reconciler{cfg: cfg, repo: &repository{client: cfg.HTTPClient}, refs: map[projections.Key]map[projections.Key]bool{}, diffs: map[projections.Key]cachedDiff{},
 		caps: map[string]cachedCaps{}, rendered: map[projections.Key]cachedRender{}}, nil
@@ -418,7 +429,9 @@ func (r *Reconciler) progress(obj *schemas.Object, spec *Spec, rec revisionRecor
 	if rec.Hook < len(hs) {
 		msg = fmt.Sprintf("revision %d: running %s hook %s (%d of %d)", rec.Revision, rec.Stage, hs[rec.Hook], rec.Hook+1, len(hs))
 	}
-	poll := time.Duration(0)
+	// A jetplane hook's changes run the release (Owners); the slower
+	// poll sees its timeout.
+	poll := 5 * time.Second
 	if spec.Cluster != "" || rec.Step == stepDelete {
 		poll = hookPoll
 	}
@@ -452,7 +465,7 @@ func (r *Reconciler) test(ctx context.Context, key projections.Key, obj *schemas
 	tok := obj.GetMetadata().GetAnnotations()[AnnotationTest]
 	hs := hooks.byEvent[HookTest]
 	if rec.Hook == 0 && rec.Step == stepDelete {
-		rec.TestStart, rec.Tests, rec.TestPhase = time.Now().UTC().Format(time.RFC3339), nil, "Running"
+		rec.TestStart, rec.Tests, rec.TestPhase = r.cfg.Now().UTC().Format(time.RFC3339), nil, "Running"
 	}
 	ok, err := r.runHooks(ctx, obj, spec, HookTest, hs, &rec)
 	var hf *hookFailure
@@ -480,7 +493,7 @@ func (r *Reconciler) test(ctx context.Context, key projections.Key, obj *schemas
 		}
 		rec.Tests = append(rec.Tests, h.key.String()+": "+phase)
 	}
-	rec.Tested, rec.TestFinish = tok, time.Now().UTC().Format(time.RFC3339)
+	rec.Tested, rec.TestFinish = tok, r.cfg.Now().UTC().Format(time.RFC3339)
 	rec.Stage, rec.Hook, rec.Step = "", 0, ""
 	children, _ := r.recorded(key, rec)
 	return r.released(ctx, key, obj, spec, rec, children, 0)

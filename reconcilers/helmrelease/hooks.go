@@ -188,11 +188,16 @@ func (r *Reconciler) runHooks(ctx context.Context, release *schemas.Object, spec
 				return false, fmt.Errorf("%s hook %s: %w", event, h, err)
 			}
 			rec.Step = stepWait
+			rec.Since = r.cfg.Now().UTC().Format(time.RFC3339)
 			fallthrough
 		case stepWait:
 			done, failed, err := r.hookDone(ctx, spec, h, k)
 			if err != nil {
 				return false, fmt.Errorf("%s hook %s: %w", event, h, err)
+			}
+			if since, perr := time.Parse(time.RFC3339, rec.Since); !done && failed == "" && perr == nil && r.cfg.Now().Sub(since) > r.cfg.HookTimeout {
+				// As helm's --timeout: the hook fails.
+				failed = fmt.Sprintf("not finished after %s (the hook timeout)", r.cfg.HookTimeout)
 			}
 			if failed != "" {
 				rec.Step = stepFailed + failed
@@ -202,7 +207,7 @@ func (r *Reconciler) runHooks(ctx context.Context, release *schemas.Object, spec
 				return false, nil
 			}
 			rec.Hook++
-			rec.Step = stepDelete
+			rec.Step, rec.Since = stepDelete, ""
 		}
 	}
 	// As helm: hook-succeeded deletes once every hook of the event

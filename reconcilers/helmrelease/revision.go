@@ -29,6 +29,8 @@ type revisionRecord struct {
 	Stage string
 	Hook  int
 	Step  string
+	// Since is when the running hook was created (RFC 3339).
+	Since string
 	// Failed is the hook failure that ended the revision.
 	Failed string
 	// Tested is the last test request (AnnotationTest) run; Tests the
@@ -60,7 +62,7 @@ func (r revisionRecord) details() *structpb.Struct {
 	m := map[string]any{
 		"revision": float64(r.Revision), "inputs": r.Inputs, "chart": r.Chart, "hooks": strList(r.Hooks), "children": strList(r.Children),
 	}
-	for k, v := range map[string]string{"event": r.Event, "stage": r.Stage, "step": r.Step, "failed": r.Failed, "tested": r.Tested,
+	for k, v := range map[string]string{"event": r.Event, "stage": r.Stage, "step": r.Step, "since": r.Since, "failed": r.Failed, "tested": r.Tested,
 		"testPhase": r.TestPhase, "testStarted": r.TestStart, "testCompleted": r.TestFinish} {
 		if v != "" {
 			m[k] = v
@@ -100,6 +102,7 @@ func recordOf(d *structpb.Struct) revisionRecord {
 		Stage:      f["stage"].GetStringValue(),
 		Hook:       int(f["hook"].GetNumberValue()),
 		Step:       f["step"].GetStringValue(),
+		Since:      f["since"].GetStringValue(),
 		Failed:     f["failed"].GetStringValue(),
 		Tested:     f["tested"].GetStringValue(),
 		TestPhase:  f["testPhase"].GetStringValue(),
