@@ -239,7 +239,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (out re
 			if tok := obj.GetMetadata().GetAnnotations()[AnnotationTest]; tok == "" || tok == prev.Tested {
 				return r.released(ctx, key, obj, spec, rec, children, 0), nil
 			}
-			rec.Stage, rec.Hook, rec.Step = HookTest, 0, stepDelete
+			rec.Stage, rec.Hook, rec.Step, rec.TestPhase = HookTest, 0, stepDelete, ""
 		}
 		// A child is gone (or tests are asked for): render the revision
 		// again, to restore it, or for its hooks.
@@ -338,10 +338,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (out re
 			}
 			rec.Stage = "post-" + rec.Event
 		default:
+			rec.Event, rec.Hook, rec.Step = "", 0, ""
+			if tok := obj.GetMetadata().GetAnnotations()[AnnotationTest]; tok != "" && tok != rec.Tested {
+				// Tests asked for while the revision rolled out.
+				rec.Stage, rec.Step, rec.TestPhase = HookTest, stepDelete, ""
+				continue
+			}
 			if children == nil {
 				children, _ = r.recorded(key, rec)
 			}
-			rec.Event, rec.Hook, rec.Step = "", 0, ""
 			return r.released(ctx, key, obj, spec, rec, children, pruning), nil
 		}
 	}
@@ -464,7 +469,7 @@ func (r *Reconciler) failed(obj *schemas.Object, rec revisionRecord, _ *render.R
 func (r *Reconciler) test(ctx context.Context, key projections.Key, obj *schemas.Object, spec *Spec, rec revisionRecord, hooks releaseHooks) reconcilers.Result {
 	tok := obj.GetMetadata().GetAnnotations()[AnnotationTest]
 	hs := hooks.byEvent[HookTest]
-	if rec.Hook == 0 && rec.Step == stepDelete {
+	if rec.TestPhase != "Running" {
 		rec.TestStart, rec.Tests, rec.TestPhase = r.cfg.Now().UTC().Format(time.RFC3339), nil, "Running"
 	}
 	ok, err := r.runHooks(ctx, obj, spec, HookTest, hs, &rec)
