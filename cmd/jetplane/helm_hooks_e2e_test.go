@@ -162,3 +162,45 @@ func atoi(s string) (int, bool) {
 	}
 	return n, s != ""
 }
+
+// TestHelmHookSurvivesRestart: serve stops while a pre-install hook Job
+// runs; after the restart the release goes on from its recorded stage:
+// the Job is not made again, and the release's objects follow it.
+func TestHelmHookSurvivesRestart(t *testing.T) {
+	bin := buildBinary(t)
+	module := buildExample(t)
+	data := t.TempDir()
+	s := serve(t, bin, data, "--node=true")
+	run(t, bin, s, "image", "push", module, "hello:v1")
+	chart := map[string]string{
+		"Chart.yaml":         "apiVersion: v2\nname: slow\nversion: 0.1.0\n",
+		"templates/app.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  a: b\n",
+		"templates/migrate.yaml": `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: migrate
+  annotations:
+    helm.sh/hook: pre-install
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - {name: migrate, image: "hello:v1", args: ["-n", "40", "-every", "100ms"]}
+`,
+	}
+	run(t, bin, s, "chart", "push", testenv.ChartDir(t, chart), "slow:0.1.0")
+	applyText(t, bin, s, "apiVersion: v1\nkind: HelmRelease\nmetadata: {name: slow, namespace: apps}\nspec:\n  chart: {name: slow, version: 0.1.0}\n  releaseNamespace: shop\n")
+	waitOutput(t, bin, s, "the hook running", []string{"get", "HelmRelease", "slow", "-n", "apps", "-o", "yaml"},
+		"running pre-install hook slow/templates/migrate.yaml:1: Job.batch/shop/migrate (1 of 1)")
+	if out, err := runErr(bin, s, "get", "ConfigMap", "app", "-n", "shop"); err == nil {
+		t.Fatalf("the release's ConfigMap written while its pre-install hook runs:\n%s", out)
+	}
+	s.stop(t)
+	s = serve(t, bin, data, "--node=true")
+	waitOutput(t, bin, s, "revision 1 after the restart", []string{"get", "HelmRelease", "slow", "-n", "apps", "-o", "yaml"}, "revision 1: chart slow 0.1.0; 1/1 children Ready")
+	hist := run(t, bin, s, "history", "Job/shop/migrate")
+	if n := strings.Count(hist, "created"); n != 1 || strings.Contains(hist, "exists→deleted") {
+		t.Fatalf("the hook Job was made %d times (or deleted):\n%s", n, hist)
+	}
+}
