@@ -90,7 +90,7 @@ spec:
 // hook Job on jetplane's node and writes its objects only once the Job
 // completed; `jetplane helm test` runs the test Pods there and reports as
 // helm test does, failing when one fails; a hook jetplane cannot run
-// fails the revision and names it.
+// fails the revision before anything of it runs, and is named.
 func TestHelmHooksOnJetplaneNodes(t *testing.T) {
 	bin := buildBinary(t)
 	module := buildExample(t)
@@ -126,7 +126,7 @@ func TestHelmHooksOnJetplaneNodes(t *testing.T) {
 
 	applyText(t, bin, s, strings.Replace(jobsRelease, "VALUES", "{unrunnable: true}", 1))
 	out = waitOutput(t, bin, s, "the unrunnable hook named", []string{"get", "HelmRelease", "jobs", "-n", "apps", "-o", "yaml"}, "phase: Failed")
-	if !strings.Contains(out, "pre-upgrade hook jobs/templates/tests.yaml") || !strings.Contains(out, "Pod/shop/mounts failed: jetplane cannot run this hook itself") ||
+	if !strings.Contains(out, "revision 3: hooks jetplane cannot run: jobs/templates/tests.yaml:") || !strings.Contains(out, "Pod/shop/mounts (pre-upgrade): jetplane cannot run this hook itself") ||
 		!strings.Contains(out, "spec.cluster runs it in Kubernetes") {
 		t.Fatalf("unrunnable hook:\n%s", out)
 	}

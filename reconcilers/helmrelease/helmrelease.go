@@ -272,6 +272,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (out re
 	rec.Chart = version
 	hooks := hooksOf(res)
 	rec.Hooks = hooks.unsupported
+	if rec.Stage == "pre-"+rec.Event && rec.Hook == 0 && rec.Step == stepDelete {
+		// Before anything of the revision runs: every hook must be one
+		// jetplane can run, or the revision fails naming them all.
+		if err := r.checkHooks(obj, spec, hooks); err != nil {
+			rec.Failed = fmt.Sprintf("revision %d: %v", rec.Revision, err)
+			return r.failed(obj, rec, res), reconcilers.Terminal(errors.New(rec.Failed))
+		}
+	}
 	var children []*schemas.Object
 	pruning := 0
 	for {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -277,6 +278,27 @@ func (r *Reconciler) cleanUpFailure(ctx context.Context, release *schemas.Object
 		}
 	}
 	return false, &hookFailure{event: event, hook: h, msg: strings.TrimPrefix(rec.Step, stepFailed)}
+}
+
+// checkHooks reports every hook of the release jetplane cannot run.
+func (r *Reconciler) checkHooks(release *schemas.Object, spec *Spec, hooks releaseHooks) error {
+	seen := map[projections.Key]bool{}
+	var bad []string
+	for _, event := range slices.Sorted(maps.Keys(hooks.byEvent)) {
+		for _, h := range hooks.byEvent[event] {
+			if seen[h.key] {
+				continue
+			}
+			seen[h.key] = true
+			if _, err := r.hookChild(release, spec, h); err != nil {
+				bad = append(bad, fmt.Sprintf("%s (%s): %v", h, strings.Join(h.events, ","), err))
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("hooks jetplane cannot run: %s", strings.Join(bad, "; "))
+	}
+	return nil
 }
 
 // hookChild is the object jetplane writes to run h: an Apply of it into
