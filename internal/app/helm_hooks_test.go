@@ -14,6 +14,7 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,6 +67,8 @@ func hooksChart(version string) map[string]string {
 			cm("rb", "pre-rollback,post-rollback", "", "before-hook-creation,hook-succeeded"),
 			cm("bye", "pre-delete", "", ""),
 			pod("test-ok", "test", "1", "before-hook-creation", "ok"),
+			"apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: post-job\n  annotations:\n    helm.sh/hook: post-install,post-upgrade\n    helm.sh/hook-weight: \"-3\"\n" +
+				"spec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - {name: main, image: registry.invalid/hook:1}\n",
 		}, "---\n"),
 	}
 }
@@ -77,6 +80,27 @@ func kubelet(t *testing.T, cs kubernetes.Interface, namespaces ...string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	for _, ns := range namespaces {
+		jw, err := cs.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for ev := range jw.ResultChan() {
+				j, ok := ev.Object.(*batchv1.Job)
+				if !ok || ev.Type != watch.Added {
+					continue
+				}
+				now := metav1.Now()
+				j.Status.StartTime, j.Status.CompletionTime, j.Status.Succeeded = &now, &now, 1
+				j.Status.Conditions = []batchv1.JobCondition{
+					{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+					{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				}
+				if _, err := cs.BatchV1().Jobs(ns).UpdateStatus(ctx, j, metav1.UpdateOptions{}); err != nil {
+					t.Logf("job %s: %v", j.Name, err)
+				}
+			}
+		}()
 		w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -122,7 +146,11 @@ func record(t *testing.T, cs kubernetes.Interface, ns string) *recorder {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []watch.Interface{cw, pw} {
+	jw, err := cs.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []watch.Interface{cw, pw, jw} {
 		go func() {
 			for ev := range w.ResultChan() {
 				if ev.Type != watch.Added && ev.Type != watch.Deleted {
@@ -134,8 +162,11 @@ func record(t *testing.T, cs kubernetes.Interface, ns string) *recorder {
 				}
 				rv, _ := strconv.ParseInt(m.GetResourceVersion(), 10, 64)
 				kind := "ConfigMap"
-				if _, ok := ev.Object.(*corev1.Pod); ok {
+				switch ev.Object.(type) {
+				case *corev1.Pod:
 					kind = "Pod"
+				case *batchv1.Job:
+					kind = "Job"
 				}
 				r.mu.Lock()
 				r.evs = append(r.evs, recorded{rv: rv, what: fmt.Sprintf("%s %s/%s", ev.Type, kind, m.GetName())})
@@ -305,6 +336,7 @@ func TestHelmHooksMatchHelm(t *testing.T) {
 	// jetplane.
 	cluster := kube.Cluster{Name: "k1", REST: env.RESTConfig(), Resources: []kube.Resource{
 		{Version: "v1", Resource: "configmaps", Namespace: jns}, {Version: "v1", Resource: "pods", Namespace: jns},
+		{Group: "batch", Version: "v1", Resource: "jobs", Namespace: jns},
 	}}
 	a, c := startApp(t, app.Config{Clusters: kube.Clusters{cluster}})
 	for _, v := range []string{"0.1.0", "0.2.0"} {
@@ -378,6 +410,7 @@ func TestHelmHooksMatchHelm(t *testing.T) {
 	jetSteps = append(jetSteps, jrec.take(t, "jetplane delete", 1))
 
 	for i, step := range []string{"install", "upgrade", "rollback", "test", "failed upgrade", "delete"} {
+		t.Logf("%s: %v", step, jetSteps[i])
 		if !slices.Equal(helmSteps[i], jetSteps[i]) {
 			t.Errorf("%s:\n    helm %v\njetplane %v", step, helmSteps[i], jetSteps[i])
 		}
