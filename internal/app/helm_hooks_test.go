@@ -66,6 +66,7 @@ func hooksChart(version string) map[string]string {
 			cm("post", "post-install,post-upgrade", "", ""),
 			cm("rb", "pre-rollback,post-rollback", "", "before-hook-creation,hook-succeeded"),
 			cm("bye", "pre-delete", "", ""),
+			cm("gone", "post-delete", "", ""),
 			pod("test-ok", "test", "1", "before-hook-creation", "ok"),
 			"apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: post-job\n  annotations:\n    helm.sh/hook: post-install,post-upgrade\n    helm.sh/hook-weight: \"-3\"\n" +
 				"spec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - {name: main, image: registry.invalid/hook:1}\n",

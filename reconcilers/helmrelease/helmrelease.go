@@ -749,24 +749,36 @@ func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (out rec
 	}
 	spec, specErr := decodeSpec(obj)
 	var hooks releaseHooks
-	if specErr == nil && (rec.Stage == PreDelete || rec.Stage == PostDelete) {
-		// The hooks of the revision being deleted. A chart that no
-		// longer renders has none to run: the release is deleted anyway.
-		if res, _, _, err := r.render(ctx, key, spec, rec.Revision, revisionRecord{}); err == nil {
-			hooks = hooksOf(res)
-		}
-	}
+	loaded := false
 	for {
 		switch rec.Stage {
 		case PreDelete, PostDelete:
+			if !loaded && specErr == nil {
+				// The hooks of the revision being deleted. A chart that
+				// no longer renders has none to run: the release is
+				// deleted anyway.
+				if res, _, _, err := r.render(ctx, key, spec, rec.Revision, revisionRecord{}); err == nil {
+					hooks = hooksOf(res)
+				}
+				loaded = true
+			}
 			ok, err := r.runHooks(ctx, obj, spec, rec.Stage, hooks.byEvent[rec.Stage], &rec)
 			if err != nil {
 				var hf *hookFailure
-				if errors.As(err, &hf) {
-					rec.Failed = hf.Error()
-					return r.failed(obj, rec, nil), reconcilers.Terminal(fmt.Errorf("delete: %w", err))
+				if !errors.As(err, &hf) {
+					return reconcilers.Result{Details: rec.details()}, err
 				}
-				return reconcilers.Result{Details: rec.details()}, err
+				// Unlike helm, which leaves the release for `helm uninstall
+				// --no-hooks`: a release being deleted cannot be changed, so
+				// the failure is recorded and the deletion goes on.
+				msg := fmt.Sprintf("delete: %v; deleting anyway", hf)
+				next := stageGone
+				if rec.Stage == PostDelete {
+					next = stageDeleted
+				}
+				rec.Failed, rec.Stage, rec.Hook, rec.Step = hf.Error(), next, 0, stepDelete
+				return reconcilers.Result{Message: msg, Details: rec.details(), RequeueAfter: hookPoll,
+					Conditions: []*schemas.Condition{{Type: ConditionHooks, Status: "False", Reason: "HookFailed", Message: msg}}}, nil
 			}
 			if !ok {
 				out := r.progress(obj, spec, rec, hooks)
@@ -782,6 +794,10 @@ func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (out rec
 				return reconcilers.Result{}, nil
 			}
 			rec.Stage, rec.Hook, rec.Step = stageGone, 0, stepDelete
+		case stageDeleted:
+			rec.Stage = PostDelete
+			hooks, loaded = releaseHooks{}, true // the post-delete hooks ran (one failed)
+			continue
 		default:
 			existing, _ := r.cfg.State.List(projections.Query{Group: Group(key)})
 			var mine []*schemas.Object

@@ -48,6 +48,8 @@ const (
 	// stageApplied waits until a cluster holds every child.
 	stageApplied = "applied"
 	stageGone    = "delete" // wait for the children to be deleted
+	// stageDeleted: the post-delete hooks are over; finalize.
+	stageDeleted = "deleted"
 )
 
 func strList(ss []string) []any {
