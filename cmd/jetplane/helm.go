@@ -148,7 +148,9 @@ func newRollback(g *globals) *cobra.Command {
 		Short: "Apply an earlier revision of a HelmRelease again, read from its history",
 		Long: `Read revision N of a HelmRelease (its generation N) from the log and apply
 that spec again: the release moves to a new revision with revision N's chart
-and values, and its children follow. Nothing but the log is consulted; see
+and values, runs the chart's pre-rollback and post-rollback hooks, and writes
+the objects revision N wrote, as it wrote them (not rendered again: random
+values and lookups are revision N's). Nothing but the log is consulted; see
 the revisions with 'jetplane history'.`,
 		Example: `  jetplane rollback HelmRelease/apps/web --to-revision 2`,
 		Args:    cobra.ExactArgs(1),
@@ -199,8 +201,9 @@ func newTemplate() *cobra.Command {
 		Long: `Render CHART (a chart directory or a packaged .tgz) as release NAME, exactly
 as a HelmRelease renders it, and print the objects jetplane would store:
 the rendered objects themselves, or with --cluster the Apply objects that
-push them into that cluster. Nothing is sent anywhere. Hooks and tests are
-listed on stderr as not run.`,
+push them into that cluster. Nothing is sent anywhere. Hooks and tests,
+which a release runs around its revisions (and 'jetplane helm test'), are
+not printed: they are listed on stderr.`,
 		Example: `  jetplane template web ./charts/web -n shop --set replicas=3
   jetplane template web web-0.1.0.tgz -f values.yaml --cluster prod -o json`,
 		Args: cobra.ExactArgs(2),
@@ -233,7 +236,7 @@ listed on stderr as not run.`,
 				return err
 			}
 			for _, u := range res.Unsupported {
-				fmt.Fprintln(cmd.ErrOrStderr(), "not run (hooks and tests are not supported):", u)
+				fmt.Fprintln(cmd.ErrOrStderr(), "hook, run by a release, not printed:", u)
 			}
 			children, err := helmrelease.Children(projections.Key{Kind: helmrelease.Kind, Namespace: ns, Name: args[0]}, cluster, res, nil)
 			if err != nil {

@@ -39,6 +39,33 @@ spec:
   values: {mode: MODE}
 `
 
+// waitOutput runs the command args against s until its output holds
+// want, and returns that output.
+func waitOutput(t *testing.T, bin string, s *server, what string, args []string, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, err := runErr(bin, s, args...)
+		if err == nil && strings.Contains(out, want) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: last output:\n%s", what, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// applyText applies manifests given as text with `jetplane apply -f`.
+func applyText(t *testing.T, bin string, s *server, text string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "release.yaml")
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, bin, s, "apply", "-f", file)
+}
+
 // TestHelmCommands drives chart push, template, history and rollback
 // through the real binary.
 func TestHelmCommands(t *testing.T) {
@@ -73,26 +100,10 @@ func TestHelmCommands(t *testing.T) {
 		t.Fatalf("pushing a chart over the limit: %v\n%s", err, out)
 	}
 
-	file := filepath.Join(t.TempDir(), "release.yaml")
-	applyMode := func(mode string) {
-		if err := os.WriteFile(file, []byte(strings.Replace(cliRelease, "MODE", mode, 1)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		run(t, bin, s, "apply", "-f", file)
-	}
+	applyMode := func(mode string) { applyText(t, bin, s, strings.Replace(cliRelease, "MODE", mode, 1)) }
 	waitFor := func(what string, args []string, want string) string {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			out, err := runErr(bin, s, args...)
-			if err == nil && strings.Contains(out, want) {
-				return out
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s: last output:\n%s", what, out)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		return waitOutput(t, bin, s, what, args, want)
 	}
 	applyMode("fast")
 	waitFor("revision 1", []string{"get", "HelmRelease", "web", "-n", "apps", "-o", "yaml"}, "revision 1: chart web 0.1.0; 1/1 children Ready")
@@ -100,9 +111,10 @@ func TestHelmCommands(t *testing.T) {
 	waitFor("revision 2", []string{"get", "ConfigMap", "web-settings", "-n", "shop", "-o", "yaml"}, "mode: faster")
 	waitFor("the values change in the history", []string{"history", "HelmRelease/apps/web"}, "spec.values.mode: fast→faster")
 	waitFor("the values diff in the history's statuses", []string{"history", "HelmRelease/apps/web", "-o", "json"}, `values: .mode \"fast\" → \"faster\"`)
-	out = waitFor("the hook reported", []string{"get", "HelmRelease", "web", "-n", "apps", "-o", "yaml"}, "not run (jetplane does not run hooks or tests)")
-	if !strings.Contains(out, "ConfigMap/shop/migrate (pre-install)") {
-		t.Fatalf("hook not named: %s", out)
+	// The pre-install hook ran, as helm runs it, and stays.
+	out = waitFor("the hook run", []string{"get", "ConfigMap", "migrate", "-n", "shop", "-o", "yaml"}, "helm.sh/hook: pre-install")
+	if !strings.Contains(out, "jetplane.dev/template: web/templates/hook.yaml:1") {
+		t.Fatalf("hook object: %s", out)
 	}
 
 	if out := run(t, bin, s, "rollback", "HelmRelease/apps/web", "--to-revision", "1"); !strings.Contains(out, "rolled back to revision 1 (configured)") {

@@ -3,7 +3,6 @@ package main_test
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -57,20 +56,9 @@ func TestHelmGeneratedPasswordSurvives(t *testing.T) {
 	data := t.TempDir()
 	s := serve(t, bin, data)
 	run(t, bin, s, "chart", "push", testenv.ChartDir(t, passwordChart), "vault:0.1.0")
-	file := filepath.Join(t.TempDir(), "release.yaml")
 	waitFor := func(s *server, what string, args []string, want string) string {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			out, err := runErr(bin, s, args...)
-			if err == nil && strings.Contains(out, want) {
-				return out
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s: last output:\n%s", what, out)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		return waitOutput(t, bin, s, what, args, want)
 	}
 	checksum := func(s *server) string {
 		t.Helper()
@@ -90,10 +78,7 @@ func TestHelmGeneratedPasswordSurvives(t *testing.T) {
 	var first string
 	for rev := 1; rev <= 6; rev++ {
 		mode := fmt.Sprintf("m%d", rev)
-		if err := os.WriteFile(file, []byte(strings.Replace(passwordRelease, "MODE", mode, 1)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		run(t, bin, s, "apply", "-f", file)
+		applyText(t, bin, s, strings.Replace(passwordRelease, "MODE", mode, 1))
 		release(s, rev, mode)
 		switch got := checksum(s); {
 		case rev == 1 && len(got) == 64:
@@ -148,14 +133,9 @@ func TestHelmResourcePolicyKeep(t *testing.T) {
 	bin := buildBinary(t)
 	s := serve(t, bin, t.TempDir())
 	run(t, bin, s, "chart", "push", filepath.Join("..", "..", "internal", "render", "testdata", "charts", "keep"), "keep:0.1.0")
-	file := filepath.Join(t.TempDir(), "release.yaml")
 	apply := func(extra bool) {
 		t.Helper()
-		rel := fmt.Sprintf("apiVersion: v1\nkind: HelmRelease\nmetadata: {name: rel, namespace: apps}\nspec:\n  chart: {name: keep, version: 0.1.0}\n  releaseNamespace: shop\n  values: {extra: %t}\n", extra)
-		if err := os.WriteFile(file, []byte(rel), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		run(t, bin, s, "apply", "-f", file)
+		applyText(t, bin, s, fmt.Sprintf("apiVersion: v1\nkind: HelmRelease\nmetadata: {name: rel, namespace: apps}\nspec:\n  chart: {name: keep, version: 0.1.0}\n  releaseNamespace: shop\n  values: {extra: %t}\n", extra))
 	}
 	names := func() string {
 		var list struct {

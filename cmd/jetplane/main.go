@@ -112,7 +112,7 @@ Start the control plane with 'jetplane serve'; the other commands talk to it.`,
 	root.AddCommand(newNode(), newImage(g), newLogs(g))
 	root.AddCommand(newCreds(), newKeys())
 	secretFlags(root, g)
-	root.AddCommand(newChart(g), newRollback(g), newTemplate(), newBackup(g), newRestore(), newVerify(g))
+	root.AddCommand(newChart(g), newRollback(g), newHelm(g), newTemplate(), newBackup(g), newRestore(), newVerify(g))
 	root.AddCommand(newScale(g), newRollout(g))
 	root.AddCommand(newElsewhere()...)
 	finishCommands(root, g)

@@ -8,9 +8,11 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"helm.sh/helm/v3/pkg/engine"
 
 	"github.com/jetplane/jetplane/bridge/gate"
+	"github.com/jetplane/jetplane/bridge/seal"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/internal/retry"
 	"github.com/jetplane/jetplane/projections"
@@ -28,8 +30,21 @@ func (a *App) newHelmRelease(charts *events.Charts, ar *apply.Reconciler) (*helm
 		State:  helmState{clearSecrets{a.store, a.seal}},
 		Writer: gateWriter{a},
 		Charts: chartStore{charts},
+		// Opened: a rollback writes a revision's Secrets again as they
+		// were, and the gate seals them again.
 		History: func(ctx context.Context, k projections.Key) ([]*schemas.Event, error) {
-			return a.log.History(ctx, k.Proto())
+			evs, err := a.log.History(ctx, k.Proto())
+			if err != nil || a.seal == nil {
+				return evs, err
+			}
+			for i, ev := range evs {
+				if o := ev.GetObject(); o != nil && seal.Holds(o) {
+					ev = proto.CloneOf(ev)
+					ev.Object = a.seal.Reveal(ctx, o)
+					evs[i] = ev
+				}
+			}
+			return evs, nil
 		},
 		Reconciled: func(kind string) bool { return a.runtime != nil && a.runtime.Handles(kind) },
 		Actor:      actor(a.cfg.Instance),

@@ -134,7 +134,12 @@ func applyYAML(t *testing.T, c *api.Client, y string) {
 // rollback` does: read from the history over the API.
 func rollback(t *testing.T, c *api.Client, n int64) {
 	t.Helper()
-	h, err := c.History(t.Context(), api.Key{Kind: releaseKey.Kind, Namespace: releaseKey.Namespace, Name: releaseKey.Name})
+	rollbackTo(t, c, releaseKey, n)
+}
+
+func rollbackTo(t *testing.T, c *api.Client, k projections.Key, n int64) {
+	t.Helper()
+	h, err := c.History(t.Context(), api.Key{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,14 @@
 // reconciler pushes it and corrects drift); without one, the rendered
 // objects are jetplane objects. The revision is the release's generation:
 // every spec change is a new revision, and rollback is applying an earlier
-// revision's spec again, read from the log.
+// revision's spec again, read from the log, after which the release writes
+// the objects that revision wrote, read from the log too (decision 0080).
+//
+// A revision rolls out in stages recorded in the release's status (hooks.go,
+// decision 0079): pre hooks, the children (dry-run first in a cluster),
+// post hooks; deletion runs pre-delete hooks, deletes the children, then
+// post-delete hooks; test hooks run on request (AnnotationTest). Hooks run
+// as helm runs them: by weight, waited for, with helm's delete policies.
 //
 // The package owns rendering requests, the children's shape and their
 // pruning. It writes children through the gate (Writer), never to the log

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,8 +30,9 @@ const (
 	// ConditionReleased: True once revision N's children are written;
 	// its message names the revision, the chart and the values diff.
 	ConditionReleased = "Released"
-	// ConditionHooks: False when the chart holds hooks or tests, which
-	// jetplane does not run; the message lists them.
+	// ConditionHooks: False while a hook runs, when one failed (the
+	// message names it), or when the chart holds hooks of events jetplane
+	// does not run (listed).
 	ConditionHooks = "Hooks"
 )
 
@@ -96,6 +98,11 @@ type Config struct {
 	HTTPClient *http.Client
 	// Actor writes the children (default "reconciler/HelmRelease").
 	Actor string
+	// HookTimeout is how long a hook may run before it fails, as helm's
+	// --timeout (default 5 minutes, helm's default).
+	HookTimeout time.Duration
+	// Now is the clock hooks are timed by (default time.Now).
+	Now func() time.Time
 }
 
 func (c Config) validate() error {
@@ -158,6 +165,12 @@ func New(cfg Config) (*Reconciler, error) {
 	if cfg.Actor == "" {
 		cfg.Actor = "reconciler/" + Kind
 	}
+	if cfg.HookTimeout <= 0 {
+		cfg.HookTimeout = 5 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &Reconciler{cfg: cfg, repo: &repository{client: cfg.HTTPClient}, refs: map[projections.Key]map[projections.Key]bool{}, diffs: map[projections.Key]cachedDiff{},
 		caps: map[string]cachedCaps{}, rendered: map[projections.Key]cachedRender{}}, nil
 }
@@ -192,12 +205,20 @@ func (r *Reconciler) Owners(rec *schemas.ObjectRecord) []projections.Key {
 }
 
 // Reconcile implements reconcilers.Reconciler: it renders the release's
-// chart with its values, writes the children that changed, deletes the
-// children that left the render, and reports the children's readiness.
-// A chart or values the release is to blame for fail the run terminally
-// and touch no child: the previous revision keeps running.
-func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconcilers.Result, error) {
+// chart with its values, runs the revision's pre hooks, writes the
+// children that changed, deletes the children that left the render, runs
+// the post hooks, and reports the children's readiness. A chart or values
+// the release is to blame for fail the run terminally and touch no
+// child: the previous revision keeps running. A hook that fails fails the
+// revision, naming the hook, as helm fails a release.
+func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (out reconcilers.Result, err error) {
 	key := projections.ObjectKey(obj)
+	defer func() {
+		// A failed run keeps the record: the next one goes on from it.
+		if err != nil && out.Details == nil {
+			out.Details = obj.GetStatus().GetDetails()
+		}
+	}()
 	spec, err := decodeSpec(obj)
 	if err != nil {
 		return reconcilers.Result{}, reconcilers.Terminal(err)
@@ -209,53 +230,173 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 	if err != nil {
 		return reconcilers.Result{}, err
 	}
+	rec := prev
 	if res == nil {
 		// This revision was rendered and written before (by this
 		// process or an earlier one): its children are what it wrote.
 		// Rendering again would draw new random values.
-		have := map[string]*schemas.Object{}
-		existing, _ := r.cfg.State.List(projections.Query{Group: Group(key)})
-		for _, o := range existing {
-			if owned(o, key) && o.GetStatus().GetGoal() != projections.GoalDeleted {
-				have[projections.ObjectKey(o).String()] = o
+		if children, ok := r.recorded(key, prev); ok {
+			if tok := obj.GetMetadata().GetAnnotations()[AnnotationTest]; tok == "" || tok == prev.Tested {
+				return r.released(ctx, key, obj, spec, rec, children, 0), nil
 			}
+			rec.Stage, rec.Hook, rec.Step, rec.TestPhase = HookTest, 0, stepDelete, ""
 		}
-		var children []*schemas.Object
-		for _, k := range prev.Children {
-			if o, ok := have[k]; ok {
-				children = append(children, o)
-			}
-		}
-		if len(children) == len(prev.Children) {
-			return r.released(ctx, key, obj, spec, revision, version, inputs, children, 0, prev.Hooks), nil
-		}
-		// A child is gone: render the revision again to restore it.
+		// A child is gone (or tests are asked for): render the revision
+		// again, to restore it, or for its hooks.
 		if res, version, inputs, err = r.render(ctx, key, spec, revision, revisionRecord{}); err != nil {
 			return reconcilers.Result{}, err
 		}
+		if rec.Stage == "" {
+			rec.Stage = stageWrite // restore, without hooks
+		}
+	} else {
+		digest := hex.EncodeToString(inputs[:])
+		same := prev.Revision == revision && prev.Inputs == digest
+		switch {
+		case same && prev.Failed != "":
+			return r.failed(obj, prev, res), reconcilers.Terminal(errors.New(prev.Failed))
+		case same && prev.Stage != "":
+			// A rollout in progress: go on from the record.
+		default:
+			event := "upgrade"
+			if len(prev.Children) == 0 {
+				event = "install"
+			}
+			if obj.GetMetadata().GetAnnotations()[AnnotationRollback] != "" {
+				event = "rollback"
+			}
+			rec = revisionRecord{Revision: revision, Inputs: digest, Chart: version, Event: event, Stage: "pre-" + event,
+				Children: prev.Children, Tested: prev.Tested, TestPhase: prev.TestPhase, Tests: prev.Tests, TestStart: prev.TestStart, TestFinish: prev.TestFinish}
+		}
 	}
-	// Without a cluster, dependsOn on a kind nothing reconciles would hold
-	// its dependents for ever (it never turns Ready); such objects are
-	// written with their dependents in one atomic batch anyway.
-	keep := r.cfg.Reconciled
-	if spec.Cluster != "" {
-		keep = nil
+	rec.Chart = version
+	hooks := hooksOf(res)
+	rec.Hooks = hooks.unsupported
+	if rec.Stage == "pre-"+rec.Event && rec.Hook == 0 && rec.Step == stepDelete {
+		// Before anything of the revision runs: every hook must be one
+		// jetplane can run, or the revision fails naming them all.
+		if err := r.checkHooks(obj, spec, hooks); err != nil {
+			rec.Failed = fmt.Sprintf("revision %d: %v", rec.Revision, err)
+			return r.failed(obj, rec, res), reconcilers.Terminal(errors.New(rec.Failed))
+		}
 	}
-	children, err := Children(key, spec.Cluster, res, keep)
-	if err != nil {
-		return reconcilers.Result{}, reconcilers.Terminal(err)
+	var children []*schemas.Object
+	pruning := 0
+	for {
+		switch {
+		case rec.Stage == HookTest:
+			return r.test(ctx, key, obj, spec, rec, hooks), nil
+		case strings.HasPrefix(rec.Stage, "pre-"), strings.HasPrefix(rec.Stage, "post-"):
+			ok, err := r.runHooks(ctx, obj, spec, rec.Stage, hooks.byEvent[rec.Stage], &rec)
+			if err != nil {
+				return r.hookError(obj, rec, res, err)
+			}
+			if !ok {
+				return r.progress(obj, spec, rec, hooks), nil
+			}
+			if strings.HasPrefix(rec.Stage, "pre-") {
+				rec.Stage = stageWrite
+			} else {
+				rec.Stage = ""
+			}
+			rec.Hook, rec.Step = 0, stepDelete
+		case rec.Stage == stageWrite:
+			if children, pruning, err = r.write(ctx, key, obj, spec, rec, res); err != nil {
+				if errors.Is(err, ErrNotOwner) {
+					// Retried with backoff: the object's writer may yet allow
+					// the adoption, or remove the object.
+					return reconcilers.Result{Conditions: []*schemas.Condition{{Type: ConditionConflict, Status: "True", Reason: "NotOwner", Message: err.Error()}}},
+						fmt.Errorf("write children: %w", err)
+				}
+				return reconcilers.Result{}, err
+			}
+			rec.Children = make([]string, len(children))
+			for i, c := range children {
+				rec.Children[i] = projections.ObjectKey(c).String()
+			}
+			rec.Stage = ""
+			if rec.Event != "" {
+				rec.Stage = "post-" + rec.Event
+				if spec.Cluster != "" && len(hooks.byEvent[rec.Stage]) > 0 {
+					rec.Stage = stageApplied
+				}
+			}
+		case rec.Stage == stageApplied:
+			// As helm creates the objects before its post hooks run,
+			// they wait until the cluster holds every child.
+			cur, _ := r.recorded(key, rec)
+			waiting := len(rec.Children) - len(cur)
+			for _, c := range cur {
+				switch {
+				case c.GetStatus().GetPhase() == reconcilers.PhaseFailed:
+					rec.Failed = fmt.Sprintf("revision %d: %s: %s", rec.Revision, projections.ObjectKey(c), c.GetStatus().GetMessage())
+					return r.failed(obj, rec, res), reconcilers.Terminal(errors.New(rec.Failed))
+				case c.GetStatus().GetObservedGeneration() != c.GetMetadata().GetGeneration() || !reconcilers.IsReady(c):
+					waiting++
+				}
+			}
+			if waiting > 0 {
+				// One message until all are there: a count would write a
+				// status for each child applied.
+				out := r.progress(obj, spec, rec, hooks)
+				out.Message = fmt.Sprintf("revision %d: waiting for cluster %s to hold its %d objects before the %s hooks", rec.Revision, spec.Cluster, len(rec.Children), "post-"+rec.Event)
+				out.Conditions = out.Conditions[1:]
+				out.Conditions[0].Message = out.Message
+				return out, nil
+			}
+			rec.Stage = "post-" + rec.Event
+		default:
+			rec.Event, rec.Hook, rec.Step = "", 0, ""
+			if tok := obj.GetMetadata().GetAnnotations()[AnnotationTest]; tok != "" && tok != rec.Tested {
+				// Tests asked for while the revision rolled out.
+				rec.Stage, rec.Step, rec.TestPhase = HookTest, stepDelete, ""
+				continue
+			}
+			if children == nil {
+				children, _ = r.recorded(key, rec)
+			}
+			return r.released(ctx, key, obj, spec, rec, children, pruning), nil
+		}
+	}
+}
+
+// write writes the children of the revision rec rolls out: res rendered
+// into children, or, for a rollback, what the revision rolled back to
+// wrote. Children of the previous revision that are not among them are
+// pruned.
+func (r *Reconciler) write(ctx context.Context, key projections.Key, obj *schemas.Object, spec *Spec, rec revisionRecord, res *render.Result) ([]*schemas.Object, int, error) {
+	var children []*schemas.Object
+	if rec.Event == "rollback" {
+		if n, err := strconv.Atoi(obj.GetMetadata().GetAnnotations()[AnnotationRollback]); err == nil {
+			// Revision n's objects as written; when the log no longer
+			// holds them whole, rendered again from n's spec.
+			children, _ = r.storedRevision(ctx, key, n)
+		}
+	}
+	if children == nil {
+		// Without a cluster, dependsOn on a kind nothing reconciles would
+		// hold its dependents for ever (it never turns Ready); such
+		// objects are written with their dependents in one atomic batch
+		// anyway.
+		keep := r.cfg.Reconciled
+		if spec.Cluster != "" {
+			keep = nil
+		}
+		var err error
+		if children, err = Children(key, spec.Cluster, res, keep); err != nil {
+			return nil, 0, reconcilers.Terminal(err)
+		}
+		if spec.Cluster != "" && rec.Event != "" {
+			if err := r.dryRun(ctx, spec.Cluster, res); err != nil {
+				return nil, 0, err
+			}
+		}
 	}
 	// Most runs follow a child's status change and find every child as
 	// rendered: then the gate is not asked at all.
 	if !r.inState(children) {
 		if _, err := r.cfg.Writer.Apply(ctx, obj, r.cfg.Actor, children); err != nil {
-			if errors.Is(err, ErrNotOwner) {
-				// Retried with backoff: the object's writer may yet allow
-				// the adoption, or remove the object.
-				return reconcilers.Result{Conditions: []*schemas.Condition{{Type: ConditionConflict, Status: "True", Reason: "NotOwner", Message: err.Error()}}},
-					fmt.Errorf("write children: %w", err)
-			}
-			return reconcilers.Result{}, fmt.Errorf("write children: %w", err)
+			return nil, 0, err
 		}
 	}
 	want := map[projections.Key]bool{}
@@ -265,33 +406,128 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 	existing, _ := r.cfg.State.List(projections.Query{Group: Group(key)})
 	var stale []*schemas.Object
 	for _, o := range existing {
-		if !want[projections.ObjectKey(o)] && owned(o, key) && !kept(o) {
+		if !want[projections.ObjectKey(o)] && owned(o, key) && !kept(o) && !isHookChild(o) {
 			stale = append(stale, o)
 		}
 	}
 	if err := r.prune(ctx, obj, stale); err != nil {
-		return reconcilers.Result{}, err
+		return nil, 0, err
 	}
-	return r.released(ctx, key, obj, spec, revision, version, inputs, children, len(stale), res.Unsupported), nil
+	return children, len(stale), nil
+}
+
+// recorded returns the children rec lists, as they are now, and whether
+// every one of them is there.
+func (r *Reconciler) recorded(key projections.Key, rec revisionRecord) ([]*schemas.Object, bool) {
+	have := map[string]*schemas.Object{}
+	existing, _ := r.cfg.State.List(projections.Query{Group: Group(key)})
+	for _, o := range existing {
+		if owned(o, key) && o.GetStatus().GetGoal() != projections.GoalDeleted {
+			have[projections.ObjectKey(o).String()] = o
+		}
+	}
+	var children []*schemas.Object
+	for _, k := range rec.Children {
+		if o, ok := have[k]; ok {
+			children = append(children, o)
+		}
+	}
+	return children, len(children) == len(rec.Children)
+}
+
+// progress is the status of a release whose hooks run.
+func (r *Reconciler) progress(obj *schemas.Object, spec *Spec, rec revisionRecord, hooks releaseHooks) reconcilers.Result {
+	hs := hooks.byEvent[rec.Stage]
+	msg := fmt.Sprintf("revision %d: %s", rec.Revision, rec.Stage)
+	if rec.Hook < len(hs) {
+		msg = fmt.Sprintf("revision %d: running %s hook %s (%d of %d)", rec.Revision, rec.Stage, hs[rec.Hook], rec.Hook+1, len(hs))
+	}
+	// A jetplane hook's changes run the release (Owners); the slower
+	// poll sees its timeout.
+	poll := 5 * time.Second
+	if spec.Cluster != "" || rec.Step == stepDelete {
+		poll = hookPoll
+	}
+	return reconcilers.Result{Phase: PhaseProgressing, Message: msg, RequeueAfter: poll, Details: rec.details(),
+		Conditions: []*schemas.Condition{
+			{Type: ConditionHooks, Status: "False", Reason: "Running", Message: msg},
+			{Type: reconcilers.ConditionReady, Status: "False", Reason: "HooksRunning", Message: msg},
+		}}
+}
+
+// hookError ends a run whose hook failed (terminally: the revision
+// failed) or could not be driven (retried).
+func (r *Reconciler) hookError(obj *schemas.Object, rec revisionRecord, res *render.Result, err error) (reconcilers.Result, error) {
+	var hf *hookFailure
+	if !errors.As(err, &hf) {
+		return reconcilers.Result{Details: rec.details()}, err
+	}
+	rec.Failed = fmt.Sprintf("revision %d: %s", rec.Revision, hf.Error())
+	return r.failed(obj, rec, res), reconcilers.Terminal(errors.New(rec.Failed))
+}
+
+func (r *Reconciler) failed(obj *schemas.Object, rec revisionRecord, _ *render.Result) reconcilers.Result {
+	return reconcilers.Result{Phase: reconcilers.PhaseFailed, Message: rec.Failed, Details: rec.details(),
+		Conditions: []*schemas.Condition{{Type: ConditionHooks, Status: "False", Reason: "HookFailed", Message: rec.Failed}}}
+}
+
+// test runs the release's test hooks once for the request its
+// AnnotationTest names, and records the outcome as helm test reports it.
+// A failed test does not fail the release.
+func (r *Reconciler) test(ctx context.Context, key projections.Key, obj *schemas.Object, spec *Spec, rec revisionRecord, hooks releaseHooks) reconcilers.Result {
+	tok := obj.GetMetadata().GetAnnotations()[AnnotationTest]
+	hs := hooks.byEvent[HookTest]
+	if rec.TestPhase != "Running" {
+		rec.TestStart, rec.Tests, rec.TestPhase = r.cfg.Now().UTC().Format(time.RFC3339), nil, "Running"
+	}
+	ok, err := r.runHooks(ctx, obj, spec, HookTest, hs, &rec)
+	var hf *hookFailure
+	switch {
+	case errors.As(err, &hf):
+		rec.TestPhase = "Failed"
+	case err != nil:
+		out := r.progress(obj, spec, rec, hooks)
+		out.Message += ": " + err.Error()
+		out.RequeueAfter = hookPoll
+		return out
+	case !ok:
+		return r.progress(obj, spec, rec, hooks)
+	default:
+		rec.TestPhase = "Succeeded"
+	}
+	rec.Tests = nil
+	for i, h := range hs {
+		phase := "Succeeded"
+		switch {
+		case hf != nil && i == rec.Hook:
+			phase = "Failed: " + hf.msg
+		case i >= rec.Hook && hf != nil:
+			phase = "Not run"
+		}
+		rec.Tests = append(rec.Tests, h.key.String()+": "+phase)
+	}
+	rec.Tested, rec.TestFinish = tok, r.cfg.Now().UTC().Format(time.RFC3339)
+	rec.Stage, rec.Hook, rec.Step = "", 0, ""
+	children, _ := r.recorded(key, rec)
+	return r.released(ctx, key, obj, spec, rec, children, 0)
 }
 
 // released is the status of a release whose revision is written.
-func (r *Reconciler) released(ctx context.Context, key projections.Key, obj *schemas.Object, spec *Spec, revision int, version string,
-	inputs [32]byte, children []*schemas.Object, pruning int, hooks []string) reconcilers.Result {
+func (r *Reconciler) released(ctx context.Context, key projections.Key, obj *schemas.Object, spec *Spec, rec revisionRecord, children []*schemas.Object, pruning int) reconcilers.Result {
 	diff, err := r.valuesDiff(ctx, key, obj)
 	if err != nil {
 		diff = "values diff unavailable: " + err.Error()
 	}
-	released := fmt.Sprintf("revision %d: chart %s %s", revision, spec.Chart.Name, version)
+	released := fmt.Sprintf("revision %d: chart %s %s", rec.Revision, spec.Chart.Name, rec.Chart)
 	if diff != "" {
 		released += "; " + diff
 	}
-	out := r.summary(children, pruning, released, hooks)
-	keys := make([]string, len(children))
+	out := r.summary(children, pruning, released, rec.Hooks)
+	rec.Children = make([]string, len(children))
 	for i, c := range children {
-		keys[i] = projections.ObjectKey(c).String()
+		rec.Children[i] = projections.ObjectKey(c).String()
 	}
-	out.Details = revisionRecord{Revision: revision, Inputs: hex.EncodeToString(inputs[:]), Chart: version, Hooks: hooks, Children: keys}.details()
+	out.Details = rec.details()
 	return out
 }
 
@@ -299,8 +535,8 @@ func (r *Reconciler) released(ctx context.Context, key projections.Key, obj *sch
 // release is to blame for are terminal.
 //
 // It returns a nil Result, and no error, when prev recorded this very
-// revision rendered from the same inputs: the revision is written and
-// must not be drawn again.
+// revision rendered from the same inputs and finished: the revision is
+// written and must not be drawn again.
 func (r *Reconciler) render(ctx context.Context, key projections.Key, spec *Spec, revision int, prev revisionRecord) (_ *render.Result, _ string, inputs [32]byte, err error) {
 	archive, version, err := r.fetch(ctx, spec)
 	if err != nil {
@@ -326,14 +562,14 @@ func (r *Reconciler) render(ctx context.Context, key projections.Key, spec *Spec
 		}
 	}
 	inputs = hashInputs(archive, opts)
+	if prev.Revision == revision && prev.Inputs == hex.EncodeToString(inputs[:]) && prev.Stage == "" && prev.Failed == "" {
+		return nil, version, inputs, nil
+	}
 	r.mu.Lock()
 	cached, ok := r.rendered[key]
 	r.mu.Unlock()
 	if ok && cached.inputs == inputs {
 		return cached.res, cached.version, inputs, nil
-	}
-	if prev.Revision == revision && prev.Inputs == hex.EncodeToString(inputs[:]) {
-		return nil, version, inputs, nil
 	}
 	c, err := render.Load(archive)
 	if err != nil {
@@ -365,7 +601,7 @@ func (r *Reconciler) lookup(key projections.Key) lookupObjects {
 	existing, _ := r.cfg.State.List(projections.Query{Group: Group(key)})
 	var l lookupObjects
 	for _, o := range existing {
-		if !owned(o, key) || o.GetStatus().GetGoal() == projections.GoalDeleted {
+		if !owned(o, key) || o.GetStatus().GetGoal() == projections.GoalDeleted || isHookChild(o) {
 			continue
 		}
 		if clear := r.cfg.State.Get(projections.ObjectKey(o)); clear != nil {
@@ -496,32 +732,94 @@ func (r *Reconciler) prune(ctx context.Context, release *schemas.Object, stale [
 	return nil
 }
 
-// Finalize implements reconcilers.Reconciler: it deletes every child,
-// dependents first, and waits until all are gone.
-func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (reconcilers.Result, error) {
+// Finalize implements reconcilers.Reconciler: it runs the release's
+// pre-delete hooks, deletes every child, dependents first, waits until
+// all are gone, and runs the post-delete hooks. Hook objects stay, as
+// helm leaves them, unless their delete policy removes them.
+func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (out reconcilers.Result, err error) {
 	key := projections.ObjectKey(obj)
-	r.forget(key)
-	r.mu.Lock()
-	delete(r.diffs, key)
-	delete(r.rendered, key)
-	r.mu.Unlock()
-	existing, _ := r.cfg.State.List(projections.Query{Group: Group(key)})
-	var mine []*schemas.Object
-	for _, o := range existing {
-		if owned(o, key) && !kept(o) {
-			mine = append(mine, o)
+	defer func() {
+		if err != nil && out.Details == nil {
+			out.Details = obj.GetStatus().GetDetails()
+		}
+	}()
+	rec := recordedRevision(obj)
+	if rec.Event != "delete" {
+		rec = revisionRecord{Revision: rec.Revision, Inputs: rec.Inputs, Chart: rec.Chart, Children: rec.Children, Event: "delete", Stage: PreDelete}
+	}
+	spec, specErr := decodeSpec(obj)
+	var hooks releaseHooks
+	loaded := false
+	for {
+		switch rec.Stage {
+		case PreDelete, PostDelete:
+			if !loaded && specErr == nil {
+				// The hooks of the revision being deleted. A chart that
+				// no longer renders has none to run: the release is
+				// deleted anyway.
+				if res, _, _, err := r.render(ctx, key, spec, rec.Revision, revisionRecord{}); err == nil {
+					hooks = hooksOf(res)
+				}
+				loaded = true
+			}
+			ok, err := r.runHooks(ctx, obj, spec, rec.Stage, hooks.byEvent[rec.Stage], &rec)
+			if err != nil {
+				var hf *hookFailure
+				if !errors.As(err, &hf) {
+					return reconcilers.Result{Details: rec.details()}, err
+				}
+				// Unlike helm, which leaves the release for `helm uninstall
+				// --no-hooks`: a release being deleted cannot be changed, so
+				// the failure is recorded and the deletion goes on.
+				msg := fmt.Sprintf("delete: %v; deleting anyway", hf)
+				next := stageGone
+				if rec.Stage == PostDelete {
+					next = stageDeleted
+				}
+				rec.Failed, rec.Stage, rec.Hook, rec.Step = hf.Error(), next, 0, stepDelete
+				return reconcilers.Result{Message: msg, Details: rec.details(), RequeueAfter: hookPoll,
+					Conditions: []*schemas.Condition{{Type: ConditionHooks, Status: "False", Reason: "HookFailed", Message: msg}}}, nil
+			}
+			if !ok {
+				out := r.progress(obj, spec, rec, hooks)
+				out.RequeueAfter = hookPoll
+				return out, nil
+			}
+			if rec.Stage == PostDelete {
+				r.forget(key)
+				r.mu.Lock()
+				delete(r.diffs, key)
+				delete(r.rendered, key)
+				r.mu.Unlock()
+				return reconcilers.Result{}, nil
+			}
+			rec.Stage, rec.Hook, rec.Step = stageGone, 0, stepDelete
+		case stageDeleted:
+			rec.Stage = PostDelete
+			hooks, loaded = releaseHooks{}, true // the post-delete hooks ran (one failed)
+			continue
+		default:
+			existing, _ := r.cfg.State.List(projections.Query{Group: Group(key)})
+			var mine []*schemas.Object
+			for _, o := range existing {
+				if owned(o, key) && !kept(o) && !isHookChild(o) {
+					mine = append(mine, o)
+				}
+			}
+			if len(mine) == 0 {
+				rec.Stage = PostDelete
+				continue
+			}
+			if err := r.prune(ctx, obj, mine); err != nil {
+				return reconcilers.Result{Details: rec.details()}, err
+			}
+			return reconcilers.Result{
+				RequeueAfter: finalizePoll,
+				Message:      fmt.Sprintf("deleting: %d children left", len(mine)),
+				Details:      rec.details(),
+			}, nil
 		}
 	}
-	if len(mine) == 0 {
-		return reconcilers.Result{}, nil
-	}
-	if err := r.prune(ctx, obj, mine); err != nil {
-		return reconcilers.Result{}, err
-	}
-	return reconcilers.Result{
-		RequeueAfter: finalizePoll,
-		Message:      fmt.Sprintf("deleting: %d children left", len(mine)),
-	}, nil
 }
 
 // summary is the release's status: Ready when every child is. While
@@ -550,7 +848,7 @@ func (r *Reconciler) summary(children []*schemas.Object, pruning int, released s
 	conds := []*schemas.Condition{{Type: ConditionReleased, Status: "True", Reason: "Rendered", Message: released}}
 	if len(unsupported) > 0 {
 		conds = append(conds, &schemas.Condition{Type: ConditionHooks, Status: "False", Reason: "Unsupported",
-			Message: "not run (jetplane does not run hooks or tests): " + strings.Join(unsupported, "; ")})
+			Message: "not run (events jetplane does not know; helm 3 runs pre/post install, upgrade, rollback and delete, and test): " + strings.Join(unsupported, "; ")})
 	}
 	if len(failing) == 0 && pending == 0 {
 		msg := fmt.Sprintf("%s; %d/%d children Ready", released, len(children), len(children))
