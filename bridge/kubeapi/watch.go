@@ -50,6 +50,12 @@ func (s *Server) watch(w http.ResponseWriter, q *request) error {
 		if from, err = strconv.ParseUint(rv, 10, 64); err != nil {
 			return apierrors.NewBadRequest(fmt.Sprintf("resourceVersion: %q is not a log sequence", rv))
 		}
+		// A client that comes from another instance may name a sequence
+		// this one has not folded yet: the changes up to it would be
+		// sent again.
+		if err := s.waitFresh(w, q.r, from); err != nil {
+			return err
+		}
 	}
 	query := projections.Query{Kind: q.res.key(), Namespace: q.namespace}
 	var current []map[string]any
