@@ -212,9 +212,10 @@ func TestInformerResumesAfterRestart(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// Resuming without a new list is the aim, and what a quiet run shows;
-	// on a loaded machine client-go sometimes lists again (README, "The
-	// Kubernetes API"), so the count is reported, not required.
-	t.Logf("after the restart the informer listed %d times and resumed %d watches from a resourceVersion",
-		counter.lists.Load()-lists, counter.watchesFromRV.Load())
+	if got := counter.lists.Load(); got != lists {
+		t.Fatalf("the informer listed %d times after the restart; it should resume its watch", got-lists)
+	}
+	if counter.watchesFromRV.Load() == 0 {
+		t.Fatal("no watch resumed from a resourceVersion")
+	}
 }
