@@ -175,6 +175,18 @@ func (s *Server) watch(w http.ResponseWriter, q *request) error {
 			if c.Key.Kind != q.res.key() {
 				continue
 			}
+			// Shared with every other watch of this resource (built and
+			// encoded once); Tables and Secrets are shown per watch.
+			if sc := s.shownChange(q, c, table); sc != nil {
+				if !sel.matches(sc.obj) {
+					continue
+				}
+				if _, err := w.Write(sc.line); err != nil {
+					return nil
+				}
+				last = max(last, c.Sequence)
+				break
+			}
 			obj := s.show(q, c.Object)
 			if c.Type == projections.Deleted {
 				obj["metadata"].(map[string]any)["resourceVersion"] = strconv.FormatUint(c.Sequence, 10)
