@@ -196,6 +196,11 @@ func (s *Server) list(w http.ResponseWriter, q *request) error {
 			return apierrors.NewBadRequest(fmt.Sprintf("limit: %q is not a count", l))
 		}
 	}
+	if atLeast, err := minResourceVersion(q.r); err != nil {
+		return err
+	} else if err := s.waitFresh(w, q.r, atLeast); err != nil {
+		return err
+	}
 	src, err := s.source(q)
 	if err != nil {
 		return err

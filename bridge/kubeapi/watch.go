@@ -1,6 +1,7 @@
 package kubeapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -50,6 +51,12 @@ func (s *Server) watch(w http.ResponseWriter, q *request) error {
 		if from, err = strconv.ParseUint(rv, 10, 64); err != nil {
 			return apierrors.NewBadRequest(fmt.Sprintf("resourceVersion: %q is not a log sequence", rv))
 		}
+		// A client that comes from another instance may name a sequence
+		// this one has not folded yet: the changes up to it would be
+		// sent again.
+		if err := s.waitFresh(w, q.r, from); err != nil {
+			return err
+		}
 	}
 	query := projections.Query{Kind: q.res.key(), Namespace: q.namespace}
 	var current []map[string]any
@@ -71,7 +78,9 @@ func (s *Server) watch(w http.ResponseWriter, q *request) error {
 		// The projection's window no longer holds the changes after from
 		// (this instance restarted, or the client comes from another):
 		// the log does.
-		changes, stop, resume, err = s.resume(q, query, sel, from)
+		var to uint64
+		changes, stop, resume, to, err = s.resume(q, query, sel, from)
+		from = to
 	}
 	if err != nil {
 		if errorsIsGone(err) {
@@ -79,20 +88,15 @@ func (s *Server) watch(w http.ResponseWriter, q *request) error {
 		}
 		return err
 	}
-	defer stop()
+	// stop changes when the watch takes up again after falling behind.
+	defer func() { stop() }()
 
 	ctx := q.r.Context()
 	if t := qs.Get("timeoutSeconds"); t != "" {
 		if n, err := strconv.Atoi(t); err == nil && n > 0 {
-			timer := time.NewTimer(time.Duration(n) * time.Second)
-			defer timer.Stop()
-			go func() {
-				select {
-				case <-timer.C:
-					stop()
-				case <-ctx.Done():
-				}
-			}()
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, time.Duration(n)*time.Second)
+			defer cancel()
 		}
 	}
 	table := wantTable(q.r)
@@ -151,12 +155,37 @@ func (s *Server) watch(w http.ResponseWriter, q *request) error {
 			last = seq
 		case c, ok := <-changes:
 			if !ok {
-				// Fell behind or timed out: the client resumes from the last
-				// resourceVersion it saw.
-				return nil
+				// This stream fell behind the store's changes (a slow
+				// client, or a burst while it sent its initial events). It
+				// takes up again from the last change it sent rather than
+				// end: client-go lists again when a watch ends at once.
+				var more []watchEvent
+				var to uint64
+				if changes, stop, more, to, err = s.rewatch(q, query, sel, last); err != nil {
+					return nil
+				}
+				for _, ev := range more {
+					if err := send(ev.Type, ev.Object.(map[string]any)); err != nil {
+						return nil
+					}
+				}
+				last = max(last, to)
+				continue
 			}
 			if c.Key.Kind != q.res.key() {
 				continue
+			}
+			// Shared with every other watch of this resource (built and
+			// encoded once); Tables and Secrets are shown per watch.
+			if sc := s.shownChange(q, c, table); sc != nil {
+				if !sel.matches(sc.obj) {
+					continue
+				}
+				if _, err := w.Write(sc.line); err != nil {
+					return nil
+				}
+				last = max(last, c.Sequence)
+				break
 			}
 			obj := s.show(q, c.Object)
 			if c.Type == projections.Deleted {
@@ -193,21 +222,21 @@ func (s *Server) expired(w http.ResponseWriter, rv string) error {
 	return json.NewEncoder(w).Encode(watchEvent{Type: "ERROR", Object: &st})
 }
 
-// resume starts a live watch at the projection's current sequence and
-// returns, to send before it, the state of every key of the request
+// resume starts a live watch at the projection's current sequence (which
+// it returns last) and returns, to send before it, the state of every key of the request
 // written between from and there: MODIFIED with the object as it is (an
 // informer keeps the latest state of a key, not each step), DELETED for
 // keys gone since.
-func (s *Server) resume(q *request, query projections.Query, sel selector, from uint64) (<-chan projections.Change, func(), []watchEvent, error) {
+func (s *Server) resume(q *request, query projections.Query, sel selector, from uint64) (<-chan projections.Change, func(), []watchEvent, uint64, error) {
 	to := s.cfg.Store.Seq()
 	changes, stop, err := s.cfg.Store.Watch(query, to)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, 0, err
 	}
 	keys, err := changedSince(q.r.Context(), s.cfg.Log, q.res.key(), q.namespace, from, to)
 	if err != nil {
 		stop()
-		return nil, nil, nil, err
+		return nil, nil, nil, 0, err
 	}
 	var out []watchEvent
 	for _, r := range keys {
@@ -226,5 +255,5 @@ func (s *Server) resume(q *request, query projections.Query, sel selector, from 
 			}
 		}
 	}
-	return changes, stop, out, nil
+	return changes, stop, out, to, nil
 }

@@ -81,7 +81,7 @@ func kubectlBin(t *testing.T) string {
 // jetplaneKubeconfig writes a kubeconfig for a with token. Kubernetes
 // clients send a token only over TLS, so a serves HTTPS with a
 // self-signed certificate, which the kubeconfig trusts.
-func jetplaneKubeconfig(t *testing.T, url, token string, caPEM []byte) string {
+func jetplaneKubeconfig(t testing.TB, url, token string, caPEM []byte) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	cfg := fmt.Sprintf(`apiVersion: v1
@@ -271,7 +271,7 @@ func TestKubectlWatch(t *testing.T) {
 
 // startTLSApp runs jetplane serving HTTPS with a new self-signed
 // certificate for 127.0.0.1 and returns the certificate (PEM).
-func startTLSApp(t *testing.T, cfg app.Config) (*app.App, []byte) {
+func startTLSApp(t testing.TB, cfg app.Config) (*app.App, []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
