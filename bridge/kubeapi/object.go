@@ -25,6 +25,7 @@ func kubeObject(o *schemas.Object, version string) map[string]any {
 		m["apiVersion"] = withVersion(o.GetApiVersion(), version)
 	}
 	md := kubeMeta(o.GetMetadata())
+	showManagedFields(md)
 	content := manifest.ContentFields(projections.ObjectKey(o).Kind)
 	if len(content) > 0 {
 		// Kinds without a spec (a ConfigMap) have no generation in

@@ -66,6 +66,7 @@ type Config struct {
 // /api, /api/..., /apis, /apis/... and /version.
 type Server struct {
 	cfg Config
+	fms fieldManagers
 }
 
 // New validates cfg and builds the server.

@@ -1,0 +1,111 @@
+package app_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/jetplane/jetplane/internal/app"
+	kubeenv "github.com/jetplane/jetplane/internal/testenv/kube"
+)
+
+// step is one kubectl command run against both servers.
+type step struct {
+	name  string
+	stdin string
+	args  []string
+}
+
+// managedTimes hides when each manager last wrote.
+var managedTimes = regexp.MustCompile(`(?m)^(\s*)time: .*\n`)
+
+// compareSteps runs each step against jetplane and kube-apiserver and
+// reports where what kubectl prints, or whether it succeeds, differs.
+func compareSteps(t *testing.T, jet, kube kubectl, steps []step) {
+	t.Helper()
+	for _, st := range steps {
+		jo, jok := jet.run(st.stdin, st.args...)
+		ko, kok := kube.run(st.stdin, st.args...)
+		jn := managedTimes.ReplaceAllString(normalize(jo), "")
+		kn := managedTimes.ReplaceAllString(normalize(ko), "")
+		if jok != kok || jn != kn {
+			t.Errorf("kubectl %s (%s):\njetplane (ok %v):\n%s\nkube-apiserver (ok %v):\n%s", strings.Join(st.args, " "), st.name, jok, jo, kok, ko)
+		}
+	}
+}
+
+// bothServers starts jetplane and kube-apiserver and returns kubectl for
+// each.
+func bothServers(t *testing.T) (jet, kube kubectl) {
+	t.Helper()
+	bin := kubectlBin(t)
+	a, caPEM := startTLSApp(t, app.Config{Tokens: map[string]string{"tok-alice": "alice"}})
+	jet = kubectl{t: t, bin: bin, kubeconfig: jetplaneKubeconfig(t, a.URL(), "tok-alice", caPEM)}
+	env := kubeenv.Start(t)
+	return jet, kubectl{t: t, bin: bin, kubeconfig: env.Kubeconfig()}
+}
+
+const ssaConfig = `apiVersion: v1
+kind: ConfigMap
+metadata: {name: web, namespace: shop}
+data: {color: blue, size: "3"}
+`
+
+// TestKubectlServerSideApplyConflicts compares server-side apply's field
+// ownership with kube-apiserver's: managedFields, a conflict with another
+// manager, --force-conflicts, and a field its only manager stops applying.
+func TestKubectlServerSideApplyConflicts(t *testing.T) {
+	jet, kube := bothServers(t)
+	other := strings.Replace(ssaConfig, "color: blue", "color: red", 1)
+	steps := []step{
+		{"namespace", "", []string{"create", "namespace", "shop"}},
+		{"apply creates", ssaConfig, []string{"apply", "--server-side", "-f", "-"}},
+		{"managers", "", []string{"get", "cm", "web", "-n", "shop", "-o", "jsonpath={.metadata.managedFields[*].manager} {.metadata.managedFields[*].operation}"}},
+		{"managed fields", "", []string{"get", "cm", "web", "-n", "shop", "-o", "yaml", "--show-managed-fields"}},
+		{"apply unchanged", ssaConfig, []string{"apply", "--server-side", "-f", "-"}},
+		{"another manager conflicts", other, []string{"apply", "--server-side", "--field-manager=other", "-f", "-"}},
+		{"nothing changed", "", []string{"get", "cm", "web", "-n", "shop", "-o", "jsonpath={.data}"}},
+		{"forced", other, []string{"apply", "--server-side", "--field-manager=other", "--force-conflicts", "-f", "-"}},
+		{"after force", "", []string{"get", "cm", "web", "-n", "shop", "-o", "yaml", "--show-managed-fields"}},
+		{"a field left by its only manager is removed", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web, namespace: shop}\ndata: {color: red}\n", []string{"apply", "--server-side", "-f", "-"}},
+		{"after removal", "", []string{"get", "cm", "web", "-n", "shop", "-o", "jsonpath={.data}"}},
+		{"an update takes ownership", "", []string{"patch", "cm", "web", "-n", "shop", "--type=merge", "-p", `{"data":{"color":"green"}}`}},
+		{"patch manager", "", []string{"get", "cm", "web", "-n", "shop", "-o", "jsonpath={.metadata.managedFields[*].manager}"}},
+		{"apply conflicts with the update", other, []string{"apply", "--server-side", "--field-manager=other", "-f", "-"}},
+		{"dry run", ssaConfig, []string{"apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", "-"}},
+		{"after dry run", "", []string{"get", "cm", "web", "-n", "shop", "-o", "jsonpath={.data}"}},
+	}
+	compareSteps(t, jet, kube, steps)
+}
+
+const ssaDeployment = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: web, image: "registry.example/web:1"}
+      - {name: side, image: "registry.example/side:1"}
+`
+
+// TestKubectlServerSideApplyLists compares field ownership inside a list
+// with keys (a Deployment's containers, by name), which only the typed
+// schemas of built-in kinds tell.
+func TestKubectlServerSideApplyLists(t *testing.T) {
+	jet, kube := bothServers(t)
+	image2 := strings.Replace(ssaDeployment, "web:1", "web:2", 1)
+	steps := []step{
+		{"namespace", "", []string{"create", "namespace", "shop"}},
+		{"apply creates", ssaDeployment, []string{"apply", "--server-side", "-f", "-"}},
+		{"fields", "", []string{"get", "deploy", "web", "-n", "shop", "-o", "jsonpath={.metadata.managedFields[0].fieldsV1}"}},
+		{"one container's image conflicts", image2, []string{"apply", "--server-side", "--field-manager=ci", "-f", "-"}},
+		{"forced", image2, []string{"apply", "--server-side", "--field-manager=ci", "--force-conflicts", "-f", "-"}},
+		{"images", "", []string{"get", "deploy", "web", "-n", "shop", "-o", "jsonpath={.spec.template.spec.containers[*].image}"}},
+		{"ownership", "", []string{"get", "deploy", "web", "-n", "shop", "-o", "jsonpath={.metadata.managedFields[*].manager}"}},
+	}
+	compareSteps(t, jet, kube, steps)
+}
