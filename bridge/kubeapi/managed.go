@@ -47,6 +47,16 @@ func builtinTypeConverter() managedfields.TypeConverter {
 	return builtinTypes
 }
 
+// typedKind reports whether the built-in schemas type gvk.
+func typedKind(gvk schema.GroupVersionKind) bool {
+	if !scheme.Scheme.Recognizes(gvk) {
+		return false
+	}
+	u, _ := creater{}.New(gvk)
+	_, err := builtinTypeConverter().ObjectToTyped(u)
+	return err == nil
+}
+
 // fieldManagers caches one FieldManager per kind, version and
 // subresource.
 type fieldManagers struct {
@@ -65,7 +75,7 @@ func (s *Server) fieldManager(q *request, sub string) (*managedfields.FieldManag
 	reset := resetFields(gvk.GroupVersion(), sub)
 	var fm *managedfields.FieldManager
 	var err error
-	if q.res.def == nil && scheme.Scheme.Recognizes(gvk) {
+	if q.res.def == nil && typedKind(gvk) {
 		fm, err = managedfields.NewDefaultFieldManager(builtinTypeConverter(), versionConverter{}, noDefaults{}, creater{}, gvk, gvk.GroupVersion(), sub, reset)
 	} else {
 		fm, err = managedfields.NewDefaultCRDFieldManager(managedfields.NewDeducedTypeConverter(), versionConverter{}, noDefaults{}, creater{}, gvk, gvk.GroupVersion(), sub, reset)
@@ -162,7 +172,7 @@ func (s *Server) liveObject(q *request, cur map[string]any) *unstructured.Unstru
 	for _, f := range jetplaneMeta {
 		delete(md, f)
 	}
-	if q.sub == "" {
+	if q.sub != "status" {
 		delete(u.Object, "status")
 	}
 	return u
@@ -199,7 +209,12 @@ func (s *Server) track(q *request, cur, m map[string]any) {
 	back := aside(m)
 	defer back(m)
 	live := s.liveObject(q, cur)
-	next := &unstructured.Unstructured{Object: m}
+	next := &unstructured.Unstructured{Object: make(map[string]any, len(m))}
+	for k, v := range m {
+		if k != "status" || q.sub == "status" {
+			next.Object[k] = v
+		}
+	}
 	if _, ok := metaOf(m)["managedFields"]; !ok {
 		// A client that sends no managedFields keeps those stored.
 		next.SetManagedFields(live.GetManagedFields())

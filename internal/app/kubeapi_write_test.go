@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jetplane/jetplane/internal/app"
 	kubeenv "github.com/jetplane/jetplane/internal/testenv/kube"
@@ -106,6 +107,89 @@ func TestKubectlServerSideApplyLists(t *testing.T) {
 		{"forced", image2, []string{"apply", "--server-side", "--field-manager=ci", "--force-conflicts", "-f", "-"}},
 		{"images", "", []string{"get", "deploy", "web", "-n", "shop", "-o", "jsonpath={.spec.template.spec.containers[*].image}"}},
 		{"ownership", "", []string{"get", "deploy", "web", "-n", "shop", "-o", "jsonpath={.metadata.managedFields[*].manager}"}},
+	}
+	compareSteps(t, jet, kube, steps)
+}
+
+const scalableWidgets = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {kind: Widget, plural: widgets, singular: widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas, labelSelectorPath: .status.selector}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              replicas: {type: integer}
+          status:
+            type: object
+            properties:
+              replicas: {type: integer}
+              selector: {type: string}
+`
+
+const widgetW1 = `apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w1, namespace: shop}
+spec: {replicas: 1}
+status: {replicas: 9}
+`
+
+// waitFor runs kubectl until it succeeds, for at most 30 seconds.
+func waitFor(t *testing.T, k kubectl, args ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, ok := k.run("", args...)
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kubectl %s: %s", strings.Join(args, " "), out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestKubectlSubresources compares the status and scale subresources with
+// kube-apiserver's: kubectl scale, get --subresource, a status write that
+// leaves the spec and a spec write that leaves the status.
+func TestKubectlSubresources(t *testing.T) {
+	jet, kube := bothServers(t)
+	for _, k := range []kubectl{jet, kube} {
+		k.ok("", "create", "namespace", "shop")
+		k.ok(scalableWidgets, "apply", "-f", "-")
+		waitFor(t, k, "get", "widgets", "-n", "shop")
+	}
+	steps := []step{
+		{"deployment", ssaDeployment, []string{"apply", "-f", "-"}},
+		{"scale a deployment", "", []string{"scale", "deploy", "web", "-n", "shop", "--replicas=3"}},
+		{"replicas", "", []string{"get", "deploy", "web", "-n", "shop", "-o", "jsonpath={.spec.replicas}"}},
+		{"scale subresource", "", []string{"get", "deploy", "web", "-n", "shop", "--subresource=scale", "-o", "jsonpath={.kind} {.apiVersion} {.spec.replicas} {.status.selector}"}},
+		{"status subresource", "", []string{"get", "deploy", "web", "-n", "shop", "--subresource=status", "-o", "jsonpath={.kind} {.spec.replicas}"}},
+		{"scale with a precondition that fails", "", []string{"scale", "deploy", "web", "-n", "shop", "--current-replicas=2", "--replicas=4"}},
+		{"widget: status in a write of the object is dropped", widgetW1, []string{"apply", "-f", "-"}},
+		{"no status", "", []string{"get", "widget", "w1", "-n", "shop", "-o", "jsonpath={.spec.replicas}/{.status}"}},
+		{"a status write leaves the spec", "", []string{"patch", "widget", "w1", "-n", "shop", "--subresource=status", "--type=merge", "-p", `{"spec":{"replicas":7},"status":{"replicas":2,"selector":"app=w"}}`}},
+		{"after the status write", "", []string{"get", "widget", "w1", "-n", "shop", "-o", "jsonpath={.spec.replicas}/{.status.replicas}/{.status.selector}"}},
+		{"a write of the object leaves the status", "", []string{"patch", "widget", "w1", "-n", "shop", "--type=merge", "-p", `{"spec":{"replicas":3},"status":{"replicas":8}}`}},
+		{"after the object write", "", []string{"get", "widget", "w1", "-n", "shop", "-o", "jsonpath={.spec.replicas}/{.status.replicas}"}},
+		{"scale a widget", "", []string{"scale", "widget", "w1", "-n", "shop", "--replicas=5"}},
+		{"widget scale", "", []string{"get", "widget", "w1", "-n", "shop", "--subresource=scale", "-o", "jsonpath={.spec.replicas} {.status.replicas} {.status.selector}"}},
+		{"widget status", "", []string{"get", "widget", "w1", "-n", "shop", "--subresource=status", "-o", "jsonpath={.spec.replicas} {.status.replicas}"}},
+		{"no scale on a configmap", "", []string{"get", "--raw", "/api/v1/namespaces/shop/configmaps/x/scale"}},
 	}
 	compareSteps(t, jet, kube, steps)
 }
