@@ -15,7 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/crd"
 )
 
 // Field ownership (server-side apply) is apimachinery's: a
@@ -58,36 +63,96 @@ func typedKind(gvk schema.GroupVersionKind) bool {
 }
 
 // fieldManagers caches one FieldManager per kind, version and
-// subresource.
+// subresource (and, for a defined kind, per version of its
+// CustomResourceDefinition).
 type fieldManagers struct {
 	mu sync.Mutex
-	m  map[string]*managedfields.FieldManager
+	m  map[string]cachedManager
+}
+
+type cachedManager struct {
+	def uint64 // the resourceVersion of the CRD it was built from
+	fm  *managedfields.FieldManager
+}
+
+func (c *fieldManagers) get(key string, def uint64, build func() (*managedfields.FieldManager, error)) (*managedfields.FieldManager, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[key]; ok && e.def == def {
+		return e.fm, nil
+	}
+	fm, err := build()
+	if err != nil {
+		return nil, err
+	}
+	if c.m == nil {
+		c.m = map[string]cachedManager{}
+	}
+	c.m[key] = cachedManager{def: def, fm: fm}
+	return fm, nil
 }
 
 func (s *Server) fieldManager(q *request, sub string) (*managedfields.FieldManager, error) {
 	gvk := kindOf(q.res)
-	key := gvk.String() + "/" + sub
-	s.fms.mu.Lock()
-	defer s.fms.mu.Unlock()
-	if fm := s.fms.m[key]; fm != nil {
-		return fm, nil
-	}
-	reset := resetFields(gvk.GroupVersion(), sub)
-	var fm *managedfields.FieldManager
-	var err error
 	if q.res.def == nil && typedKind(gvk) {
-		fm, err = managedfields.NewDefaultFieldManager(builtinTypeConverter(), versionConverter{}, noDefaults{}, creater{}, gvk, gvk.GroupVersion(), sub, reset)
-	} else {
-		fm, err = managedfields.NewDefaultCRDFieldManager(managedfields.NewDeducedTypeConverter(), versionConverter{}, noDefaults{}, creater{}, gvk, gvk.GroupVersion(), sub, reset)
+		return s.fms.get(gvk.String()+"/"+sub, 0, func() (*managedfields.FieldManager, error) {
+			return managedfields.NewDefaultFieldManager(builtinTypeConverter(), versionConverter{}, noDefaults{}, creater{}, gvk, gvk.GroupVersion(), sub, resetFields(gvk.GroupVersion(), sub))
+		})
 	}
+	var def *schemas.Object
+	if q.res.def != nil {
+		def = s.cfg.Store.Get(projections.Key{Kind: crd.Kind, Name: q.res.plural + "." + q.res.group})
+	}
+	return s.fms.get(gvk.String()+"/"+sub, def.GetMetadata().GetResourceVersion(), func() (*managedfields.FieldManager, error) {
+		tc := managedfields.NewDeducedTypeConverter()
+		if def != nil {
+			tc = s.definedTypeConverter(q.res)
+		}
+		return managedfields.NewDefaultCRDFieldManager(tc, versionConverter{}, noDefaults{}, creater{}, gvk, gvk.GroupVersion(), sub, resetFields(gvk.GroupVersion(), sub))
+	})
+}
+
+// definedTypeConverter types a defined kind's objects by the schema the
+// server's OpenAPI gives it (its CRD's, with Kubernetes' ObjectMeta), as
+// kube-apiserver types them by the CRD (list types and map keys the
+// schema declares). Without a usable schema fields are deduced from the
+// objects, as kube-apiserver does for a CRD without one.
+func (s *Server) definedTypeConverter(r resource) managedfields.TypeConverter {
+	g := &schemaGen{defs: map[string]any{}}
+	s.kindSchema(g, r)
+	for _, d := range g.defs {
+		// Every object has them; a CRD's schema need not say so.
+		if d, ok := d.(map[string]any); ok && d["x-kubernetes-group-version-kind"] != nil {
+			props, _ := d["properties"].(map[string]any)
+			if props == nil {
+				props = map[string]any{}
+				d["properties"] = props
+			}
+			for _, f := range []string{"apiVersion", "kind"} {
+				if props[f] == nil {
+					props[f] = map[string]any{"type": "string"}
+				}
+			}
+		}
+	}
+	tc, err := typeConverterOf(g.defs)
+	if err != nil {
+		return managedfields.NewDeducedTypeConverter()
+	}
+	return tc
+}
+
+// typeConverterOf types objects by OpenAPI schemas (components.schemas).
+func typeConverterOf(defs map[string]any) (managedfields.TypeConverter, error) {
+	b, err := json.Marshal(defs)
 	if err != nil {
 		return nil, err
 	}
-	if s.fms.m == nil {
-		s.fms.m = map[string]*managedfields.FieldManager{}
+	var models map[string]*spec.Schema
+	if err := json.Unmarshal(b, &models); err != nil {
+		return nil, err
 	}
-	s.fms.m[key] = fm
-	return fm, nil
+	return managedfields.NewTypeConverter(models, false)
 }
 
 // resetFields are the fields a write through one endpoint leaves alone:
@@ -275,10 +340,18 @@ func storeManagedFields(md map[string]any) error {
 	if ann != nil {
 		delete(ann, AnnotationManagedFields)
 	}
-	if l, _ := mf.([]any); !ok || len(l) == 0 {
+	l, _ := mf.([]any)
+	// The status subresource's entries are kept with the status.
+	kept := l[:0:0]
+	for _, e := range l {
+		if em, _ := e.(map[string]any); em["subresource"] != "status" {
+			kept = append(kept, e)
+		}
+	}
+	if !ok || len(kept) == 0 {
 		return nil
 	}
-	b, err := json.Marshal(mf)
+	b, err := json.Marshal(kept)
 	if err != nil {
 		return err
 	}
@@ -313,4 +386,47 @@ func showManagedFields(md map[string]any) {
 	if json.Unmarshal([]byte(v), &mf) == nil {
 		md["managedFields"] = mf
 	}
+}
+
+// statusManagers is where a status keeps the managedFields entries of its
+// writers (subresource "status"): a status write records the status and
+// nothing else, so they travel with it. A status jetplane's own
+// reconcilers write carries none.
+const statusManagers = "kubeapi.jetplane.dev/managed-fields"
+
+// keepStatusManagers puts the status subresource's entries of mf into st
+// (a status in Kubernetes' shape).
+func keepStatusManagers(st map[string]any, mf []any) error {
+	delete(st, statusManagers)
+	var own []any
+	for _, e := range mf {
+		if em, _ := e.(map[string]any); em["subresource"] == "status" {
+			own = append(own, e)
+		}
+	}
+	if len(own) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(own)
+	if err != nil {
+		return err
+	}
+	st[statusManagers] = string(b)
+	return nil
+}
+
+// showStatusManagers moves the entries a status keeps (st) to md's
+// managedFields.
+func showStatusManagers(md, st map[string]any) {
+	v, ok := st[statusManagers].(string)
+	if !ok {
+		return
+	}
+	delete(st, statusManagers)
+	var own []any
+	if json.Unmarshal([]byte(v), &own) != nil {
+		return
+	}
+	mf, _ := md["managedFields"].([]any)
+	md["managedFields"] = append(mf, own...)
 }

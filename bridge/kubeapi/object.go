@@ -43,7 +43,9 @@ func kubeObject(o *schemas.Object, version string) map[string]any {
 	if len(spec) > 0 || len(content) == 0 {
 		m["spec"] = spec
 	}
-	if st := kubeStatus(o.GetStatus()); len(st) > 0 {
+	st := kubeStatus(o.GetStatus())
+	showStatusManagers(md, st)
+	if len(st) > 0 {
 		m["status"] = st
 	}
 	return m

@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -16,11 +17,16 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/jsonpath"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/yaml"
 
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/schemas"
@@ -160,7 +166,12 @@ func (s *Server) status(w http.ResponseWriter, q *request) error {
 	if q.res.def == nil {
 		typed, _ = scheme.Scheme.New(kindOf(q.res))
 	}
-	m, err := patched(w, q, obj, typed)
+	var m map[string]any
+	if ct, _, _ := mime.ParseMediaType(q.r.Header.Get("Content-Type")); ct == "application/apply-patch+yaml" && q.r.Method == http.MethodPatch {
+		m, err = s.applyStatus(w, q, obj)
+	} else if m, err = patched(w, q, obj, typed); err == nil {
+		s.track(q, obj, m)
+	}
 	if err != nil {
 		return err
 	}
@@ -169,6 +180,13 @@ func (s *Server) status(w http.ResponseWriter, q *request) error {
 		return err
 	}
 	st, _ := m["status"].(map[string]any)
+	if st == nil {
+		st = map[string]any{}
+	}
+	mf, _ := metaOf(m)["managedFields"].([]any)
+	if err := keepStatusManagers(st, mf); err != nil {
+		return err
+	}
 	next, err := statusOf(st)
 	if err != nil {
 		return apierrors.NewBadRequest("status: " + err.Error())
@@ -177,6 +195,9 @@ func (s *Server) status(w http.ResponseWriter, q *request) error {
 		if err := gate.Authorize(q.caller.Principal, gate.VerbApply, gate.Target{Kind: q.res.key(), Namespace: q.namespace, Name: q.name, ClusterScoped: !q.res.namespaced, Exists: true}); err != nil {
 			return s.gateError(q, err)
 		}
+		delete(metaOf(obj), "managedFields")
+		metaOf(obj)["managedFields"] = metaOf(m)["managedFields"]
+		delete(st, statusManagers)
 		obj["status"] = st
 		return writeJSON(w, http.StatusOK, obj)
 	}
@@ -351,7 +372,12 @@ func (s *Server) scale(w http.ResponseWriter, q *request, sc *crd.Scale) error {
 	}
 	next := s.show(q, cur)
 	set(next, sc.SpecReplicasPath, int64(want.Spec.Replicas))
-	s.track(q, obj, next)
+	want.TypeMeta = now.TypeMeta
+	if mf, err := s.scaleManagedFields(q, obj, now, &want, sc); err != nil {
+		s.cfg.Logger.Warn("scale: managedFields kept as they were", "object", q.key().String(), "err", err)
+	} else {
+		metaOf(next)["managedFields"] = mf
+	}
 	q.sub = ""
 	o, _, err := s.prepare(q, next)
 	if err != nil {
@@ -383,4 +409,96 @@ func (s *Server) store(q *request, o *schemas.Object) (*schemas.Object, error) {
 		return nil, s.gateError(q, err)
 	}
 	return outs[0].Object, nil
+}
+
+var scaleKind = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
+
+// scaleManagedFields records a scale write's manager in the object's
+// managedFields as kube-apiserver does: the object's entries are turned
+// into the Scale's (spec.replicas), the write is recorded there, and the
+// result is turned back (managedfields.ScaleHandler).
+func (s *Server) scaleManagedFields(q *request, live map[string]any, old, want *autoscalingv1.Scale, sc *crd.Scale) ([]any, error) {
+	gv := kindOf(q.res).GroupVersion()
+	path := fieldpath.Path{}
+	for _, f := range strings.Split(strings.TrimPrefix(sc.SpecReplicasPath, "."), ".") {
+		path = append(path, fieldpath.PathElement{FieldName: &f})
+	}
+	h := managedfields.NewScaleHandler((&unstructured.Unstructured{Object: live}).GetManagedFields(), gv,
+		managedfields.ResourcePathMappings{gv.String(): path})
+	entries, err := h.ToSubresource()
+	if err != nil {
+		return nil, err
+	}
+	fm, err := s.fms.get(scaleKind.String()+"/scale", 0, func() (*managedfields.FieldManager, error) {
+		tc, err := scaleTypeConverter()
+		if err != nil {
+			return nil, err
+		}
+		return managedfields.NewDefaultFieldManager(tc, versionConverter{}, noDefaults{}, creater{}, scaleKind, scaleKind.GroupVersion(), "scale", nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	oldU, err := runtime.DefaultUnstructuredConverter.ToUnstructured(old)
+	if err != nil {
+		return nil, err
+	}
+	newU, err := runtime.DefaultUnstructuredConverter.ToUnstructured(want)
+	if err != nil {
+		return nil, err
+	}
+	before := &unstructured.Unstructured{Object: oldU}
+	before.SetManagedFields(entries)
+	out := fm.UpdateNoErrors(before, &unstructured.Unstructured{Object: newU}, managerName(q.r))
+	after, ok := out.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("scale: the field manager answered %T", out)
+	}
+	parent, err := h.ToParent(after.GetManagedFields())
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(parent)
+	if err != nil {
+		return nil, err
+	}
+	var mf []any
+	err = json.Unmarshal(b, &mf)
+	return mf, err
+}
+
+// scaleTypeConverter types autoscaling/v1 Scale, which client-go's apply
+// schemas do not hold, by the schema the server's OpenAPI derives from
+// its Go type.
+func scaleTypeConverter() (managedfields.TypeConverter, error) {
+	g := &schemaGen{defs: map[string]any{}}
+	typ := reflect.TypeOf(autoscalingv1.Scale{})
+	g.ref(typ, "")
+	g.defs[g.name(typ)].(map[string]any)["x-kubernetes-group-version-kind"] = []any{map[string]any{"group": "autoscaling", "version": "v1", "kind": "Scale"}}
+	return typeConverterOf(g.defs)
+}
+
+// applyStatus takes a server-side apply of the status: the configuration
+// is merged into the object for the status subresource's field manager
+// (which leaves everything but the status).
+func (s *Server) applyStatus(w http.ResponseWriter, q *request, live map[string]any) (map[string]any, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, q.r.Body, maxBody))
+	if err != nil {
+		return nil, err
+	}
+	config, err := yaml.YAMLToJSON(body)
+	if err != nil {
+		return nil, apierrors.NewBadRequest("apply: the body is not YAML or JSON: " + err.Error())
+	}
+	var c map[string]any
+	if err := json.Unmarshal(config, &c); err != nil {
+		return nil, apierrors.NewBadRequest("apply: the body is not an object: " + err.Error())
+	}
+	rv, _ := metaOf(c)["resourceVersion"].(string)
+	m, err := s.applied(q, live, c)
+	if err != nil {
+		return nil, err
+	}
+	metaOf(m)["resourceVersion"] = rv
+	return m, nil
 }

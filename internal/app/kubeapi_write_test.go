@@ -190,6 +190,14 @@ func TestKubectlSubresources(t *testing.T) {
 		{"widget scale", "", []string{"get", "widget", "w1", "-n", "shop", "--subresource=scale", "-o", "jsonpath={.spec.replicas} {.status.replicas} {.status.selector}"}},
 		{"widget status", "", []string{"get", "widget", "w1", "-n", "shop", "--subresource=status", "-o", "jsonpath={.spec.replicas} {.status.replicas}"}},
 		{"no scale on a configmap", "", []string{"get", "--raw", "/api/v1/namespaces/shop/configmaps/x/scale"}},
+		{"who scaled", "", []string{"get", "deploy", "web", "-n", "shop", "-o", "jsonpath={range .metadata.managedFields[*]}{.manager}/{.operation}/{.subresource} {end}"}},
+		{"an apply conflicts with kubectl scale", strings.Replace(ssaDeployment, "replicas: 1", "replicas: 2", 1), []string{"apply", "--server-side", "--field-manager=ci", "-f", "-"}},
+		{"a widget applied server-side by another manager", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1, namespace: shop}\nspec: {replicas: 9}\n", []string{"apply", "--server-side", "--field-manager=ci", "-f", "-"}},
+		{"forced", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1, namespace: shop}\nspec: {replicas: 9}\n", []string{"apply", "--server-side", "--field-manager=ci", "--force-conflicts", "-f", "-"}},
+		{"widget owners", "", []string{"get", "widget", "w1", "-n", "shop", "-o", "jsonpath={range .metadata.managedFields[*]}{.manager}/{.operation}/{.subresource}: {.fieldsV1} {end}"}},
+		{"status applied server-side conflicts", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1, namespace: shop}\nstatus: {replicas: 4}\n", []string{"apply", "--server-side", "--subresource=status", "--field-manager=ctl", "-f", "-"}},
+		{"status applied server-side", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1, namespace: shop}\nstatus: {replicas: 4}\n", []string{"apply", "--server-side", "--subresource=status", "--field-manager=ctl", "--force-conflicts", "-f", "-"}},
+		{"after the status apply", "", []string{"get", "widget", "w1", "-n", "shop", "-o", "yaml", "--show-managed-fields"}},
 	}
 	compareSteps(t, jet, kube, steps)
 }
