@@ -52,14 +52,21 @@ func builtinTypeConverter() managedfields.TypeConverter {
 	return builtinTypes
 }
 
+var typedKinds sync.Map // schema.GroupVersionKind → bool
+
 // typedKind reports whether the built-in schemas type gvk.
 func typedKind(gvk schema.GroupVersionKind) bool {
-	if !scheme.Scheme.Recognizes(gvk) {
-		return false
+	if v, ok := typedKinds.Load(gvk); ok {
+		return v.(bool)
 	}
-	u, _ := creater{}.New(gvk)
-	_, err := builtinTypeConverter().ObjectToTyped(u)
-	return err == nil
+	typed := false
+	if scheme.Scheme.Recognizes(gvk) {
+		u, _ := creater{}.New(gvk)
+		_, err := builtinTypeConverter().ObjectToTyped(u)
+		typed = err == nil
+	}
+	typedKinds.Store(gvk, typed)
+	return typed
 }
 
 // fieldManagers caches one FieldManager per kind, version and
