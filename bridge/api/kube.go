@@ -55,10 +55,13 @@ func (s *Server) MountKubernetes(h http.Handler) {
 	}
 }
 
-// comeBack answers 429 with Retry-After, in the Kubernetes API's shape.
+// comeBack answers 429 with Retry-After, in the Kubernetes API's shape
+// (decision 0076): client-go retries it, and its reflector resumes a
+// watch after it instead of listing again.
 func comeBack(w http.ResponseWriter, msg string) {
 	body, _ := json.Marshal(map[string]any{"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{},
-		"status": "Failure", "message": msg, "reason": "TooManyRequests", "code": http.StatusTooManyRequests})
+		"status": "Failure", "message": msg, "reason": "TooManyRequests", "code": http.StatusTooManyRequests,
+		"details": map[string]any{"retryAfterSeconds": 1}})
 	w.Header().Set("Retry-After", "1")
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusTooManyRequests)

@@ -25,6 +25,7 @@ func kubeObject(o *schemas.Object, version string) map[string]any {
 		m["apiVersion"] = withVersion(o.GetApiVersion(), version)
 	}
 	md := kubeMeta(o.GetMetadata())
+	showManagedFields(md)
 	content := manifest.ContentFields(projections.ObjectKey(o).Kind)
 	if len(content) > 0 {
 		// Kinds without a spec (a ConfigMap) have no generation in
@@ -42,7 +43,9 @@ func kubeObject(o *schemas.Object, version string) map[string]any {
 	if len(spec) > 0 || len(content) == 0 {
 		m["spec"] = spec
 	}
-	if st := kubeStatus(o.GetStatus()); len(st) > 0 {
+	st := kubeStatus(o.GetStatus())
+	showStatusManagers(md, st)
+	if len(st) > 0 {
 		m["status"] = st
 	}
 	return m

@@ -128,6 +128,7 @@ func (c *catalog) resources(group, version string) (*metav1.APIResourceList, boo
 			Name: r.plural, SingularName: strings.ToLower(r.kind), Namespaced: r.namespaced,
 			Kind: r.kind, Verbs: verbs, ShortNames: r.short,
 		})
+		l.APIResources = append(l.APIResources, r.subresourceList()...)
 	}
 	return l, len(l.APIResources) > 0
 }

@@ -66,6 +66,7 @@ type Config struct {
 // /api, /api/..., /apis, /apis/... and /version.
 type Server struct {
 	cfg Config
+	fms fieldManagers
 }
 
 // New validates cfg and builds the server.
@@ -168,12 +169,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, caller Caller) er
 	if len(rest) > 1 {
 		q.name = rest[1]
 	}
-	if len(rest) > 2 {
-		q.sub = strings.Join(rest[2:], "/")
-		return apierrors.NewNotFound(schema.GroupResource{Group: group, Resource: res.plural + "/" + q.sub}, q.name)
-	}
 	if !res.namespaced && q.namespace != "" {
 		return apierrors.NewNotFound(schema.GroupResource{Group: group, Resource: res.plural}, q.name)
+	}
+	if len(rest) > 2 {
+		q.sub = strings.Join(rest[2:], "/")
+		return s.subresource(w, q)
 	}
 	watch := watchPath || r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1"
 	switch {

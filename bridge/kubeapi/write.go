@@ -30,7 +30,8 @@ const maxBody = 3 << 20
 
 // droppedMetadata is metadata Kubernetes clients send that jetplane does
 // not keep: the server sets it, or jetplane records it elsewhere.
-var droppedMetadata = []string{"generateName", "ownerReferences", "managedFields", "selfLink"}
+// managedFields are kept in an annotation (storeManagedFields).
+var droppedMetadata = []string{"generateName", "ownerReferences", "selfLink"}
 
 func readBody(w http.ResponseWriter, q *request) (map[string]any, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, q.r.Body, maxBody))
@@ -123,6 +124,9 @@ func (s *Server) prepare(q *request, m map[string]any) (*schemas.Object, string,
 	for _, f := range droppedMetadata {
 		delete(md, f)
 	}
+	if err := storeManagedFields(md); err != nil {
+		return nil, "", err
+	}
 	delete(m, "status")
 	if ann, ok := md["annotations"].(map[string]any); ok && len(ann) == 0 {
 		delete(md, "annotations")
@@ -192,6 +196,7 @@ func (s *Server) create(w http.ResponseWriter, q *request) error {
 	if err != nil {
 		return err
 	}
+	s.track(q, nil, m)
 	o, _, err := s.prepare(q, m)
 	if err != nil {
 		return err
@@ -218,6 +223,9 @@ func (s *Server) update(w http.ResponseWriter, q *request) error {
 		return err
 	}
 	cur := s.cfg.Store.Get(q.key())
+	if cur != nil {
+		s.track(q, s.show(q, cur), m)
+	}
 	o, rv, err := s.prepare(q, m)
 	if err != nil {
 		return err
@@ -244,7 +252,8 @@ func (s *Server) patch(w http.ResponseWriter, q *request) error {
 	if cur == nil {
 		return apierrors.NewNotFound(q.groupResource(), q.name)
 	}
-	orig, err := json.Marshal(s.show(q, cur))
+	live := s.show(q, cur)
+	orig, err := json.Marshal(live)
 	if err != nil {
 		return err
 	}
@@ -275,6 +284,7 @@ func (s *Server) patch(w http.ResponseWriter, q *request) error {
 	if err := json.Unmarshal(patched, &m); err != nil {
 		return apierrors.NewBadRequest("patch: " + err.Error())
 	}
+	s.track(q, live, m)
 	o, rv, err := s.prepare(q, m)
 	if err != nil {
 		return err
@@ -372,32 +382,33 @@ func propagation(q *request, opts metav1.DeleteOptions) (gate.Propagation, error
 }
 
 // serverSideApply takes a server-side apply (kubectl apply --server-side):
-// the configuration sent is merged into the object (a JSON merge patch),
-// which is created when absent. Field ownership is not kept (no
-// managedFields, no conflicts): an apply sets the fields it sends and
-// leaves the others, so a field a manager stops sending is not removed;
-// delete it with a patch or a client-side apply.
+// the configuration is merged into the object, which is created when
+// absent, with field ownership and conflicts (managed.go).
 func (s *Server) serverSideApply(w http.ResponseWriter, q *request, cur *schemas.Object, body []byte) error {
 	config, err := yaml.YAMLToJSON(body)
 	if err != nil {
 		return apierrors.NewBadRequest("apply: the body is not YAML or JSON: " + err.Error())
 	}
-	code := http.StatusCreated
-	if cur != nil {
-		orig, err := json.Marshal(s.show(q, cur))
-		if err != nil {
-			return err
-		}
-		if config, err = jsonpatch.MergePatch(orig, config); err != nil {
-			return apierrors.NewBadRequest("apply: " + err.Error())
-		}
-		code = http.StatusOK
-	}
-	var m map[string]any
-	if err := json.Unmarshal(config, &m); err != nil {
+	var c map[string]any
+	if err := json.Unmarshal(config, &c); err != nil {
 		return apierrors.NewBadRequest("apply: the body is not an object: " + err.Error())
 	}
-	o, rv, err := s.prepare(q, m)
+	code := http.StatusCreated
+	var live map[string]any
+	if cur != nil {
+		live, code = s.show(q, cur), http.StatusOK
+	}
+	md := metaOf(c)
+	if q.res.namespaced && md["namespace"] == nil && q.namespace != "" {
+		md["namespace"] = q.namespace
+	}
+	rv, _ := md["resourceVersion"].(string)
+	m, err := s.applied(q, live, c)
+	if err != nil {
+		return err
+	}
+	metaOf(m)["resourceVersion"] = rv
+	o, _, err := s.prepare(q, m)
 	if err != nil {
 		return err
 	}

@@ -80,6 +80,28 @@ type version struct {
 	cel        *cel.Validator
 	columns    []Column
 	served     bool
+	// status and scale are the version's subresources.
+	status bool
+	scale  *Scale
+}
+
+// Scale is where a defined kind's scale subresource reads and writes
+// (JSON paths such as .spec.replicas).
+type Scale struct {
+	SpecReplicasPath, StatusReplicasPath, LabelSelectorPath string
+}
+
+// Subresources reports which subresources version (a version or an
+// apiVersion) has: status, and scale (nil when none).
+func (d *Definition) Subresources(apiVersion string) (status bool, scale *Scale) {
+	_, v, _ := strings.Cut(apiVersion, "/")
+	if v == "" {
+		v = apiVersion
+	}
+	if ver := d.versions[v]; ver != nil {
+		return ver.status, ver.scale
+	}
+	return false, nil
 }
 
 // Key is the defined kind as object keys hold it ("Widget.example.com").
@@ -193,6 +215,19 @@ func Compile(o *schemas.Object) (d *Definition, err error) {
 			ver.columns = append(ver.columns, Column{Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, JSONPath: c.JSONPath, Priority: c.Priority})
 		}
 		ver.served = v.Served
+		subs := v.Subresources
+		if subs == nil { // shared by every version, moved like the schema
+			subs = in.Spec.Subresources
+		}
+		if subs != nil {
+			ver.status = subs.Status != nil
+			if sc := subs.Scale; sc != nil {
+				ver.scale = &Scale{SpecReplicasPath: sc.SpecReplicasPath, StatusReplicasPath: sc.StatusReplicasPath}
+				if sc.LabelSelectorPath != nil {
+					ver.scale.LabelSelectorPath = *sc.LabelSelectorPath
+				}
+			}
+		}
 		d.versions[v.Name] = ver
 		if v.Served {
 			d.Served = append(d.Served, v.Name)

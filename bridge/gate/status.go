@@ -1,0 +1,51 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// WriteStatus records st as the status of the object at k on behalf of p:
+// the status subresource of the Kubernetes API, through which a
+// controller written for Kubernetes reports on the objects it runs. p
+// needs the right to apply the object. version, when not 0, is the
+// resourceVersion the writer read: a write over a newer one is refused
+// (events.ErrConflict), as a Kubernetes status update is. The goal stays
+// the object's (a status writer reports work; it cannot delete). It
+// returns the object as stored after the write.
+func (g *Gate) WriteStatus(ctx context.Context, p Principal, k projections.Key, st *schemas.Status, version uint64) (*schemas.Object, error) {
+	cur := g.cfg.State.Get(k)
+	if cur == nil {
+		return nil, fmt.Errorf("%s: %w", k, ErrNotFound)
+	}
+	if err := Authorize(p, VerbApply, target(k, cur)); err != nil {
+		return nil, err
+	}
+	rv := cur.GetMetadata().GetResourceVersion()
+	if version != 0 && version != rv {
+		return nil, fmt.Errorf("%s: %w: the object has been modified; read it again and retry", k, events.ErrConflict)
+	}
+	st = proto.CloneOf(st)
+	st.Goal = cur.GetStatus().GetGoal()
+	st.NextRunTime = cur.GetStatus().GetNextRunTime()
+	if proto.Equal(st, cur.GetStatus()) {
+		return cur, nil
+	}
+	ev := &schemas.Event{Type: schemas.EventType_EVENT_TYPE_STATUS_CHANGED, Key: k.Proto(),
+		Object: &schemas.Object{Status: st}, Actor: p.Name, Time: timestamppb.New(g.cfg.Now())}
+	last, _, err := g.write(ctx, []events.Entry{{Event: ev, Expect: rv}})
+	if err != nil {
+		return nil, err
+	}
+	if err := g.cfg.State.WaitFor(ctx, last); err != nil {
+		return nil, fmt.Errorf("wait for the projection to reach %d: %w", last, err)
+	}
+	return g.cfg.State.Get(k), nil
+}

@@ -1,0 +1,439 @@
+package kubeapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/client-go/applyconfigurations"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/crd"
+)
+
+// Field ownership (server-side apply) is apimachinery's: a
+// managedfields.FieldManager per kind and version merges applied
+// configurations, records which manager owns which field and reports
+// conflicts, as in kube-apiserver. Built-in Kubernetes kinds are typed
+// by the schemas client-go's apply configurations carry (the same models
+// kube-apiserver merges with: list keys, atomic and granular fields);
+// defined kinds and jetplane's own kinds are merged as
+// kube-apiserver merges a CustomResourceDefinition without a schema
+// (maps field by field, lists whole). Decision 0075.
+
+// AnnotationManagedFields holds an object's managedFields (JSON) in the
+// log: the object model has no place for them. The Kubernetes API shows
+// them as metadata.managedFields and never as an annotation.
+const AnnotationManagedFields = "kubeapi.jetplane.dev/managed-fields"
+
+// jetplaneMeta is metadata jetplane's manifests write that Kubernetes'
+// ObjectMeta does not have; it is kept out of field management.
+var jetplaneMeta = []string{"group", "dependsOn"}
+
+var (
+	builtinTypes     managedfields.TypeConverter
+	builtinTypesOnce sync.Once
+)
+
+func builtinTypeConverter() managedfields.TypeConverter {
+	builtinTypesOnce.Do(func() { builtinTypes = applyconfigurations.NewTypeConverter(scheme.Scheme) })
+	return builtinTypes
+}
+
+var typedKinds sync.Map // schema.GroupVersionKind → bool
+
+// typedKind reports whether the built-in schemas type gvk.
+func typedKind(gvk schema.GroupVersionKind) bool {
+	if v, ok := typedKinds.Load(gvk); ok {
+		return v.(bool)
+	}
+	typed := false
+	if scheme.Scheme.Recognizes(gvk) {
+		u, _ := creater{}.New(gvk)
+		_, err := builtinTypeConverter().ObjectToTyped(u)
+		typed = err == nil
+	}
+	typedKinds.Store(gvk, typed)
+	return typed
+}
+
+// fieldManagers caches one FieldManager per kind, version and
+// subresource (and, for a defined kind, per version of its
+// CustomResourceDefinition).
+type fieldManagers struct {
+	mu sync.Mutex
+	m  map[string]cachedManager
+}
+
+type cachedManager struct {
+	def uint64 // the resourceVersion of the CRD it was built from
+	fm  *managedfields.FieldManager
+}
+
+func (c *fieldManagers) get(key string, def uint64, build func() (*managedfields.FieldManager, error)) (*managedfields.FieldManager, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[key]; ok && e.def == def {
+		return e.fm, nil
+	}
+	fm, err := build()
+	if err != nil {
+		return nil, err
+	}
+	if c.m == nil {
+		c.m = map[string]cachedManager{}
+	}
+	c.m[key] = cachedManager{def: def, fm: fm}
+	return fm, nil
+}
+
+func (s *Server) fieldManager(q *request, sub string) (*managedfields.FieldManager, error) {
+	gvk := kindOf(q.res)
+	if q.res.def == nil && typedKind(gvk) {
+		return s.fms.get(gvk.String()+"/"+sub, 0, func() (*managedfields.FieldManager, error) {
+			return managedfields.NewDefaultFieldManager(builtinTypeConverter(), versionConverter{}, noDefaults{}, creater{}, gvk, gvk.GroupVersion(), sub, resetFields(gvk.GroupVersion(), sub))
+		})
+	}
+	var def *schemas.Object
+	if q.res.def != nil {
+		def = s.cfg.Store.Get(projections.Key{Kind: crd.Kind, Name: q.res.plural + "." + q.res.group})
+	}
+	return s.fms.get(gvk.String()+"/"+sub, def.GetMetadata().GetResourceVersion(), func() (*managedfields.FieldManager, error) {
+		tc := managedfields.NewDeducedTypeConverter()
+		if def != nil {
+			tc = s.definedTypeConverter(q.res)
+		}
+		return managedfields.NewDefaultCRDFieldManager(tc, versionConverter{}, noDefaults{}, creater{}, gvk, gvk.GroupVersion(), sub, resetFields(gvk.GroupVersion(), sub))
+	})
+}
+
+// definedTypeConverter types a defined kind's objects by the schema the
+// server's OpenAPI gives it (its CRD's, with Kubernetes' ObjectMeta), as
+// kube-apiserver types them by the CRD (list types and map keys the
+// schema declares). Without a usable schema fields are deduced from the
+// objects, as kube-apiserver does for a CRD without one.
+func (s *Server) definedTypeConverter(r resource) managedfields.TypeConverter {
+	g := &schemaGen{defs: map[string]any{}}
+	s.kindSchema(g, r)
+	for _, d := range g.defs {
+		// Every object has them; a CRD's schema need not say so.
+		if d, ok := d.(map[string]any); ok && d["x-kubernetes-group-version-kind"] != nil {
+			props, _ := d["properties"].(map[string]any)
+			if props == nil {
+				props = map[string]any{}
+				d["properties"] = props
+			}
+			for _, f := range []string{"apiVersion", "kind"} {
+				if props[f] == nil {
+					props[f] = map[string]any{"type": "string"}
+				}
+			}
+		}
+	}
+	tc, err := typeConverterOf(g.defs)
+	if err != nil {
+		return managedfields.NewDeducedTypeConverter()
+	}
+	return tc
+}
+
+// typeConverterOf types objects by OpenAPI schemas (components.schemas).
+func typeConverterOf(defs map[string]any) (managedfields.TypeConverter, error) {
+	b, err := json.Marshal(defs)
+	if err != nil {
+		return nil, err
+	}
+	var models map[string]*spec.Schema
+	if err := json.Unmarshal(b, &models); err != nil {
+		return nil, err
+	}
+	return managedfields.NewTypeConverter(models, false)
+}
+
+// resetFields are the fields a write through one endpoint leaves alone:
+// the object's own endpoint does not write status, the status
+// subresource writes nothing else.
+func resetFields(gv schema.GroupVersion, sub string) map[fieldpath.APIVersion]fieldpath.Filter {
+	var set *fieldpath.Set
+	if sub == "status" {
+		set = fieldpath.NewSet(fieldpath.MakePathOrDie("spec"), fieldpath.MakePathOrDie("metadata"))
+	} else {
+		set = fieldpath.NewSet(fieldpath.MakePathOrDie("status"))
+	}
+	return map[fieldpath.APIVersion]fieldpath.Filter{fieldpath.APIVersion(gv.String()): fieldpath.NewExcludeSetFilter(set)}
+}
+
+// versionConverter converts between the served versions of one kind by
+// changing apiVersion only: jetplane serves every kind at one version,
+// and a defined kind's versions share their fields (the None strategy).
+type versionConverter struct{}
+
+func (versionConverter) Convert(in, out, context any) error {
+	return fmt.Errorf("kubeapi: no conversion from %T to %T", in, out)
+}
+
+func (versionConverter) ConvertToVersion(in runtime.Object, gv runtime.GroupVersioner) (runtime.Object, error) {
+	u, ok := in.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("kubeapi: cannot convert %T", in)
+	}
+	gvk := u.GroupVersionKind()
+	target, ok := gv.KindForGroupVersionKinds([]schema.GroupVersionKind{gvk})
+	if !ok {
+		return nil, fmt.Errorf("kubeapi: %s is not served at %v", gvk, gv)
+	}
+	out := u.DeepCopy()
+	out.SetGroupVersionKind(target)
+	return out, nil
+}
+
+func (versionConverter) ConvertFieldLabel(gvk schema.GroupVersionKind, label, value string) (string, string, error) {
+	return label, value, nil
+}
+
+// noDefaults defaults nothing: jetplane's decoding defaults objects when
+// they are written.
+type noDefaults struct{}
+
+func (noDefaults) Default(runtime.Object) {}
+
+type creater struct{}
+
+func (creater) New(gvk schema.GroupVersionKind) (runtime.Object, error) {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
+
+// managerName is the field manager a request names (?fieldManager=), or
+// the first word of its user agent, as kube-apiserver takes it.
+func managerName(r *http.Request) string {
+	if m := r.URL.Query().Get("fieldManager"); m != "" {
+		return m
+	}
+	ua, _, _ := strings.Cut(r.UserAgent(), "/")
+	if len(ua) > 128 {
+		ua = ua[:128]
+	}
+	return ua
+}
+
+// liveObject is cur as field management reads it: in Kubernetes' shape,
+// with its managedFields, without jetplane's own metadata and status
+// (which the object's endpoint does not write). An object not stored yet
+// is an empty one of the request's kind.
+func (s *Server) liveObject(q *request, cur map[string]any) *unstructured.Unstructured {
+	if cur == nil {
+		u, _ := creater{}.New(kindOf(q.res))
+		return u.(*unstructured.Unstructured)
+	}
+	u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(cur)}
+	md := metaOf(u.Object)
+	for _, f := range jetplaneMeta {
+		delete(md, f)
+	}
+	if q.sub != "status" {
+		delete(u.Object, "status")
+	}
+	return u
+}
+
+// aside takes jetplane's own metadata out of m, for field management, and
+// returns a function that puts it back.
+func aside(m map[string]any) func(map[string]any) {
+	md := metaOf(m)
+	kept := map[string]any{}
+	for _, f := range jetplaneMeta {
+		if v, ok := md[f]; ok {
+			kept[f] = v
+			delete(md, f)
+		}
+	}
+	return func(m map[string]any) {
+		md := metaOf(m)
+		for f, v := range kept {
+			md[f] = v
+		}
+	}
+}
+
+// track records in m's managedFields what the request's manager changed
+// from cur to m (a create, update or patch), as kube-apiserver does for
+// every write. A failure leaves cur's managedFields, as there.
+func (s *Server) track(q *request, cur, m map[string]any) {
+	fm, err := s.fieldManager(q, q.sub)
+	if err != nil {
+		s.cfg.Logger.Warn("no field manager", "kind", q.res.key(), "err", err)
+		return
+	}
+	back := aside(m)
+	defer back(m)
+	live := s.liveObject(q, cur)
+	next := &unstructured.Unstructured{Object: make(map[string]any, len(m))}
+	for k, v := range m {
+		if k != "status" || q.sub == "status" {
+			next.Object[k] = v
+		}
+	}
+	if _, ok := metaOf(m)["managedFields"]; !ok {
+		// A client that sends no managedFields keeps those stored.
+		next.SetManagedFields(live.GetManagedFields())
+	}
+	out := fm.UpdateNoErrors(live, next, managerName(q.r))
+	if u, ok := out.(*unstructured.Unstructured); ok {
+		metaOf(m)["managedFields"] = metaOf(u.Object)["managedFields"]
+	}
+}
+
+// applied merges an apply configuration into cur (nil: the object is
+// new) for the request's field manager, and returns the object to store,
+// with its managedFields. Conflicts are a 409 naming each field and its
+// manager, unless the request forces them.
+func (s *Server) applied(q *request, cur map[string]any, config map[string]any) (map[string]any, error) {
+	manager := q.r.URL.Query().Get("fieldManager")
+	if manager == "" {
+		return nil, apierrors.NewBadRequest("PATCH requests of type apply must have fieldManager set")
+	}
+	force := q.r.URL.Query().Get("force") == "true"
+	fm, err := s.fieldManager(q, q.sub)
+	if err != nil {
+		return nil, err
+	}
+	back := aside(config)
+	live := s.liveObject(q, cur)
+	out, err := fm.Apply(live, &unstructured.Unstructured{Object: config}, manager, force)
+	if err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsBadRequest(err) {
+			return nil, err
+		}
+		return nil, apierrors.NewBadRequest("apply: " + err.Error())
+	}
+	u, ok := out.(*unstructured.Unstructured)
+	if !ok || u == nil {
+		u = live
+	}
+	m := u.Object
+	if cur != nil {
+		// jetplane's metadata the configuration does not name stays.
+		md := metaOf(cur)
+		for _, f := range jetplaneMeta {
+			if v, ok := md[f]; ok {
+				metaOf(m)[f] = v
+			}
+		}
+	}
+	back(m)
+	return m, nil
+}
+
+// storeManagedFields moves md's managedFields into the annotation that
+// keeps them.
+func storeManagedFields(md map[string]any) error {
+	mf, ok := md["managedFields"]
+	delete(md, "managedFields")
+	ann, _ := md["annotations"].(map[string]any)
+	if ann != nil {
+		delete(ann, AnnotationManagedFields)
+	}
+	l, _ := mf.([]any)
+	// The status subresource's entries are kept with the status.
+	kept := l[:0:0]
+	for _, e := range l {
+		if em, _ := e.(map[string]any); em["subresource"] != "status" {
+			kept = append(kept, e)
+		}
+	}
+	if !ok || len(kept) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return err
+	}
+	var entries []metav1.ManagedFieldsEntry
+	if err := json.Unmarshal(b, &entries); err != nil {
+		return apierrors.NewBadRequest("metadata.managedFields: " + err.Error())
+	}
+	if err := managedfields.ValidateManagedFields(entries); err != nil {
+		return apierrors.NewBadRequest("metadata.managedFields: " + err.Error())
+	}
+	if ann == nil {
+		ann = map[string]any{}
+		md["annotations"] = ann
+	}
+	ann[AnnotationManagedFields] = string(b)
+	return nil
+}
+
+// showManagedFields moves the annotation that keeps md's managedFields
+// back to metadata.managedFields.
+func showManagedFields(md map[string]any) {
+	ann, _ := md["annotations"].(map[string]any)
+	v, ok := ann[AnnotationManagedFields].(string)
+	if !ok {
+		return
+	}
+	delete(ann, AnnotationManagedFields)
+	if len(ann) == 0 {
+		delete(md, "annotations")
+	}
+	var mf []any
+	if json.Unmarshal([]byte(v), &mf) == nil {
+		md["managedFields"] = mf
+	}
+}
+
+// statusManagers is where a status keeps the managedFields entries of its
+// writers (subresource "status"): a status write records the status and
+// nothing else, so they travel with it. A status jetplane's own
+// reconcilers write carries none.
+const statusManagers = "kubeapi.jetplane.dev/managed-fields"
+
+// keepStatusManagers puts the status subresource's entries of mf into st
+// (a status in Kubernetes' shape).
+func keepStatusManagers(st map[string]any, mf []any) error {
+	delete(st, statusManagers)
+	var own []any
+	for _, e := range mf {
+		if em, _ := e.(map[string]any); em["subresource"] == "status" {
+			own = append(own, e)
+		}
+	}
+	if len(own) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(own)
+	if err != nil {
+		return err
+	}
+	st[statusManagers] = string(b)
+	return nil
+}
+
+// showStatusManagers moves the entries a status keeps (st) to md's
+// managedFields.
+func showStatusManagers(md, st map[string]any) {
+	v, ok := st[statusManagers].(string)
+	if !ok {
+		return
+	}
+	delete(st, statusManagers)
+	var own []any
+	if json.Unmarshal([]byte(v), &own) != nil {
+		return
+	}
+	mf, _ := md["managedFields"].([]any)
+	md["managedFields"] = append(mf, own...)
+}
