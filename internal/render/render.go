@@ -7,7 +7,9 @@
 // It owns what a chart means to jetplane: the order of objects (CRDs and
 // Namespaces first, then helm's install order), the jetplane.dev/depends-on
 // annotation, hooks and tests (reported, never run) and errors that name the
-// template and line. It does no I/O and must not know about the log.
+// template and line. Every render runs in a child process bounded in
+// memory and time (isolate.go); besides that child and its pipes it does
+// no I/O and must not know about the log.
 package render
 
 import (
@@ -142,9 +144,10 @@ func Load(archive []byte) (*chart.Chart, error) {
 	return c, nil
 }
 
-// Render renders c with opts. It returns *Error for anything the chart or
-// values are to blame for.
-func Render(c *chart.Chart, opts Options) (*Result, error) {
+// render renders c with opts in this process; Render runs it in a render
+// child. It returns *Error for anything the chart or values are to blame
+// for.
+func render(c *chart.Chart, opts Options) (*Result, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = "default"
 	}
