@@ -81,7 +81,7 @@ func Render(c *chart.Chart, opts Options) (*Result, error) {
 }
 
 func renderChild(c *chart.Chart, opts Options, memory int64, timeout time.Duration) (*Result, error) {
-	req := request{Chart: toWireChart(c), Options: toWireOptions(opts), Lookup: opts.Lookup != nil}
+	req := newRequest(c, opts)
 	renderSlots <- struct{}{}
 	defer func() { <-renderSlots }()
 
@@ -188,7 +188,10 @@ func (p *parent) converse(req request) (*Result, error) {
 			if h.Err != nil {
 				return nil, h.Err
 			}
-			res := &Result{Unsupported: h.Unsupported, Notes: h.Notes}
+			res := h.Result
+			if res == nil {
+				return nil, errors.New("no result")
+			}
 			if res.Objects, err = p.objects(h.Objects); err != nil {
 				return nil, err
 			}
@@ -216,11 +219,11 @@ func (p *parent) objects(n int) ([]Object, error) {
 		if err := json.Unmarshal(b, &w); err != nil {
 			return nil, err
 		}
-		o := &schemas.Object{}
-		if err := proto.Unmarshal(w.Object, o); err != nil {
+		w.Object.Object = &schemas.Object{}
+		if err := proto.Unmarshal(w.Proto, w.Object.Object); err != nil {
 			return nil, err
 		}
-		objs = append(objs, Object{Template: w.Template, Line: w.Line, Object: o, Manifest: w.Manifest})
+		objs = append(objs, w.Object)
 	}
 	return objs, nil
 }
@@ -325,7 +328,7 @@ func serveChild(spec string, stdin io.Reader, stdout, errOut io.Writer) int {
 		return exitBadRequest
 	}
 	b = nil
-	c, opts := req.Chart.chart(), req.Options.options()
+	c, opts := req.Chart.chart(), req.options()
 	req = request{Lookup: req.Lookup}
 	if req.Lookup {
 		opts.Lookup = childLookup{in: in, out: out}
@@ -345,7 +348,9 @@ func serveChild(spec string, stdin io.Reader, stdout, errOut io.Writer) int {
 	case err != nil:
 		h.Err = &Error{Reason: err.Error()}
 	default:
-		h.Objects, h.Hooks, h.Unsupported, h.Notes = len(res.Objects), len(res.Hooks), res.Unsupported, res.Notes
+		r := *res
+		r.Objects, r.Hooks = nil, nil
+		h.Result, h.Objects, h.Hooks = &r, len(res.Objects), len(res.Hooks)
 	}
 	if err := writeFrame(out, frameHeader, h); err != nil {
 		fmt.Fprintf(errOut, "render child: %v\n", err)
@@ -359,7 +364,8 @@ func serveChild(spec string, stdin io.Reader, stdout, errOut io.Writer) int {
 			list[i] = Object{} // sent objects are garbage
 			b, err := proto.Marshal(o.Object)
 			if err == nil {
-				err = writeFrame(out, frameObject, wireObject{Template: o.Template, Line: o.Line, Object: b, Manifest: o.Manifest})
+				o.Object = nil
+				err = writeFrame(out, frameObject, wireObject{Object: o, Proto: b})
 			}
 			if err != nil {
 				fmt.Fprintf(errOut, "render child: %v\n", err)

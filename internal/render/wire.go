@@ -65,38 +65,31 @@ func readFrame(r io.Reader, limit int64) (byte, []byte, error) {
 	return h[0], b, nil
 }
 
-// request is what the child renders.
+// request is what the child renders. Options cross as JSON, every field
+// but Lookup (answered over the pipe) and Values (which keep their types
+// in Values).
 type request struct {
 	Chart   *wireChart
-	Options wireOptions
+	Options Options
+	Values  *value
 	// Lookup says the parent answers the chart's lookup calls.
 	Lookup bool
 }
 
-type wireOptions struct {
-	ReleaseName, Namespace string
-	Revision               int
-	IsUpgrade              bool
-	KubeVersion            string
-	APIVersions            []string
-	ForCluster             bool
-	Values                 *value
-}
-
-func toWireOptions(o Options) wireOptions {
-	w := wireOptions{ReleaseName: o.ReleaseName, Namespace: o.Namespace, Revision: o.Revision, IsUpgrade: o.IsUpgrade,
-		KubeVersion: o.KubeVersion, APIVersions: o.APIVersions, ForCluster: o.ForCluster}
-	if o.Values != nil {
-		w.Values = encodeValue(o.Values)
+func newRequest(c *chart.Chart, opts Options) request {
+	r := request{Chart: toWireChart(c), Options: opts, Lookup: opts.Lookup != nil}
+	if opts.Values != nil {
+		r.Values = encodeValue(opts.Values)
 	}
-	return w
+	r.Options.Values, r.Options.Lookup = nil, nil
+	return r
 }
 
-func (w wireOptions) options() Options {
-	o := Options{ReleaseName: w.ReleaseName, Namespace: w.Namespace, Revision: w.Revision, IsUpgrade: w.IsUpgrade,
-		KubeVersion: w.KubeVersion, APIVersions: w.APIVersions, ForCluster: w.ForCluster}
-	if w.Values != nil {
-		o.Values, _ = w.Values.decode().(map[string]any)
+// options are the request's options, lookups aside.
+func (r request) options() Options {
+	o := r.Options
+	if r.Values != nil {
+		o.Values, _ = r.Values.decode().(map[string]any)
 	}
 	return o
 }
@@ -134,23 +127,20 @@ func (w *wireChart) chart() *chart.Chart {
 	return c
 }
 
-// header opens the child's answer: an error, or how many objects and hooks
-// follow, each a frame of its own.
+// header opens the child's answer: the render's error, or its Result
+// without its objects and hooks, which follow, each a frame of its own.
 type header struct {
-	Err         *Error
-	Objects     int
-	Hooks       int
-	Unsupported []string
-	Notes       string
+	Err     *Error
+	Result  *Result
+	Objects int
+	Hooks   int
 }
 
-// wireObject is an Object; its stored form in protobuf, its manifest as
-// JSON (it was read from JSON, so JSON gives it back as it was).
+// wireObject is an Object: its stored form in protobuf, the rest as JSON
+// (the manifest was read from JSON, so JSON gives it back as it was).
 type wireObject struct {
-	Template string
-	Line     int
-	Object   []byte
-	Manifest map[string]any
+	Object
+	Proto []byte
 }
 
 // lookupCall is one call of a chart's lookup: Name empty lists.
