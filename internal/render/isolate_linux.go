@@ -16,12 +16,12 @@ func executable() (string, error) { return "/proc/self/exe", nil }
 // threadSlack is room in RLIMIT_DATA for the stacks of the threads a
 // binary linked with the C library may still start (8 MiB of address
 // space each, little of it ever touched).
-const threadSlack = 64 << 20
+const threadSlack = 32 << 20
 
 // limitSelf caps the child's CPU time at cpu seconds (SIGXCPU, then
 // SIGKILL) and its writable memory, a backstop to watchMemory for one
 // allocation larger than the limit, at what it maps now plus
-// dataFactor times memory and room for thread stacks: past it the Go
+// dataPercent of memory and room for thread stacks: past it the Go
 // runtime fails "out of memory". RLIMIT_DATA counts only writable private
 // mappings, so the address space the Go runtime and the race detector
 // reserve without using does not count against it.
@@ -30,7 +30,7 @@ func limitSelf(memory int64, cpu int) error {
 	if err != nil {
 		return err
 	}
-	lim := uint64(data + dataFactor*memory + threadSlack)
+	lim := uint64(data + memory*dataPercent/100 + threadSlack)
 	if err := syscall.Setrlimit(syscall.RLIMIT_DATA, &syscall.Rlimit{Cur: lim, Max: lim}); err != nil {
 		return fmt.Errorf("RLIMIT_DATA: %w", err)
 	}

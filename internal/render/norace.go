@@ -2,10 +2,10 @@
 
 package render
 
-// residentFactor and dataFactor scale the render memory limit into the
+// residentFactor and dataPercent scale the render memory limit into the
 // child's limits on its resident and writable memory: room for the
 // garbage the collector has not yet returned.
 const (
 	residentFactor = 2
-	dataFactor     = 2
+	dataPercent    = 150
 )

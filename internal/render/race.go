@@ -8,5 +8,5 @@ package render
 // renders with it.
 const (
 	residentFactor = 8
-	dataFactor     = 8
+	dataPercent    = 800
 )

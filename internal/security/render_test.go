@@ -3,16 +3,24 @@ package security
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/internal/testenv"
+	"github.com/jetplane/jetplane/schemas"
 )
 
 // renderCeiling is what rendering one chart may cost in memory beyond a
@@ -35,10 +43,163 @@ func exponentialChart() map[string]string {
 	}
 }
 
-// peaks is the most memory a `jetplane template` run and its render
-// children held, each process's VmHWM (its peak resident memory since
-// its exec).
+// trivial is a chart of one ConfigMap: the baseline of a render.
+var trivial = map[string]string{
+	"Chart.yaml":        "apiVersion: v2\nname: small\nversion: 0.1.0\n",
+	"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: small}\ndata: {v: a}\n",
+}
+
+var built struct {
+	once sync.Once
+	bin  string
+	err  error
+	out  []byte
+}
+
+// jetplaneBinary builds jetplane once per test binary, without the race
+// detector, whose shadow memory would be measured too.
+func jetplaneBinary(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "jetplane-render-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.bin = filepath.Join(dir, "jetplane")
+		built.out, built.err = exec.Command("go", "build", "-o", built.bin, "../../cmd/jetplane").CombinedOutput()
+	})
+	if built.err != nil {
+		t.Fatalf("go build: %v\n%s", built.err, built.out)
+	}
+	return built.bin
+}
+
+// memoryOf samples pid's resident memory and its children's every
+// millisecond until stop is closed, and returns the peak of each: the
+// process's VmRSS (serve's VmHWM is from its start), and the largest
+// private memory of any child.
+func memoryOf(pid int, stop <-chan struct{}) <-chan peaks {
+	out := make(chan peaks, 1)
+	go func() {
+		var p peaks
+		for {
+			p.jetplane = max(p.jetplane, statusKB(fmt.Sprintf("/proc/%d/status", pid), "VmRSS:")<<10)
+			p.child = max(p.child, childMemory(pid))
+			select {
+			case <-stop:
+				out <- p
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	return out
+}
+
+// TestHelmReleaseExponentialChartBounded runs `jetplane serve` (built
+// without the race detector) and applies a HelmRelease of the chart that
+// renders 1 GiB: the release turns Failed naming the render memory limit,
+// while serve and its render child together hold less than 100 MiB more
+// than while a release of a trivial chart renders.
+func TestHelmReleaseExponentialChartBounded(t *testing.T) {
+	bin := jetplaneBinary(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	var log bytes.Buffer
+	cmd := exec.Command(bin, "serve", "--data", t.TempDir(), "--listen", addr, "--nats-port", "-1", "--node=false")
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	c := &api.Client{BaseURL: "http://" + addr}
+	ctx := context.Background()
+	eventually(t, "jetplane serve to answer", func() bool {
+		resp, err := http.Get(c.BaseURL + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	release := func(name string, files map[string]string, phase string) *schemas.Object {
+		t.Helper()
+		if _, err := c.PushChart(ctx, name, "0.1.0", testenv.Chart(t, files)); err != nil {
+			t.Fatalf("push %s: %v", name, err)
+		}
+		rel := fmt.Sprintf("apiVersion: v1\nkind: HelmRelease\nmetadata: {name: %s, namespace: shop}\nspec:\n  chart: {name: %s, version: 0.1.0}\n  releaseNamespace: shop\n", name, name)
+		if _, err := c.Apply(ctx, name+".yaml", []byte(rel), ""); err != nil {
+			t.Fatal(err)
+		}
+		var o *schemas.Object
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			raw, err := c.Get(ctx, api.Key{Kind: "HelmRelease", Namespace: "shop", Name: name})
+			if err == nil {
+				o = &schemas.Object{}
+				if err := protojson.Unmarshal(raw, o); err != nil {
+					t.Fatal(err)
+				}
+				if o.GetStatus().GetPhase() == phase {
+					return o
+				}
+			}
+			if cmd.ProcessState != nil || time.Now().After(deadline) {
+				t.Fatalf("release %s: not %s within 2 minutes: %v %v\n%s", name, phase, err, o.GetStatus(), log.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	stop := make(chan struct{})
+	sampled := memoryOf(cmd.Process.Pid, stop)
+	release("small", trivial, "Ready")
+	close(stop)
+	base := <-sampled
+
+	stop = make(chan struct{})
+	sampled = memoryOf(cmd.Process.Pid, stop)
+	start := time.Now()
+	o := release("boom", exponentialChart(), "Failed")
+	took := time.Since(start)
+	close(stop)
+	p := <-sampled
+	t.Logf("baseline: serve %d MiB, render child %d MiB; exponential chart: serve %d MiB, render child %d MiB; Failed in %s: %s",
+		base.jetplane>>20, base.child>>20, p.jetplane>>20, p.child>>20, took.Round(time.Millisecond), o.GetStatus().GetMessage())
+	if !strings.Contains(o.GetStatus().GetMessage(), "rendering stopped: the chart used more than the render memory limit (32 MiB)") {
+		t.Fatalf("the release's status %q does not name the render memory limit", o.GetStatus().GetMessage())
+	}
+	if grown := p.jetplane + p.child - base.jetplane - base.child; grown > renderCeiling {
+		t.Fatalf("rendering the chart cost %d MiB beyond the trivial chart's; the ceiling is %d MiB", grown>>20, renderCeiling>>20)
+	}
+}
+
+// peaks is the most memory a jetplane process and its render children
+// held: jetplane's resident memory (VmHWM, its peak since its exec, for
+// `jetplane template`), and the largest private memory (RssAnon) of any
+// render child. A child's file-backed pages are its executable's, in the
+// page cache once for it and jetplane, which runs the same file.
 type peaks struct{ jetplane, child int64 }
+
+// childMemory is the most private memory any child of pid holds now.
+func childMemory(pid int) int64 {
+	var most int64
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, task := range tasks { // a child belongs to the thread that started it
+		kids, _ := os.ReadFile(task)
+		for k := range strings.FieldsSeq(string(kids)) {
+			most = max(most, statusKB("/proc/"+k+"/status", "RssAnon:")<<10)
+		}
+	}
+	return most
+}
 
 // runTemplate runs bin's `jetplane template` on files, sampling the
 // memory of it and its children every millisecond; it kills the run when
@@ -67,13 +228,7 @@ func runTemplate(t *testing.T, bin string, files map[string]string, limit int64)
 		case <-time.After(time.Millisecond):
 		}
 		p.jetplane = max(p.jetplane, statusKB(fmt.Sprintf("/proc/%d/status", pid), "VmHWM:")<<10)
-		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-		for _, task := range tasks { // a child belongs to the thread that started it
-			kids, _ := os.ReadFile(task)
-			for k := range strings.FieldsSeq(string(kids)) {
-				p.child = max(p.child, statusKB("/proc/"+k+"/status", "VmHWM:")<<10)
-			}
-		}
+		p.child = max(p.child, childMemory(pid))
 		if p.jetplane+p.child > limit {
 			_ = cmd.Process.Kill()
 			<-done
@@ -94,14 +249,7 @@ func TestRenderExponentialChartBounded(t *testing.T) {
 	if len(archive) > 1024 {
 		t.Fatalf("the chart is %d bytes; it should stay under 1 KiB", len(archive))
 	}
-	bin := filepath.Join(t.TempDir(), "jetplane")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/jetplane").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	trivial := map[string]string{
-		"Chart.yaml":        "apiVersion: v2\nname: small\nversion: 0.1.0\n",
-		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: small}\ndata: {v: a}\n",
-	}
+	bin := jetplaneBinary(t)
 	base, msg, err := runTemplate(t, bin, trivial, 4<<30)
 	if err != nil {
 		t.Fatalf("the trivial chart: %v: %s", err, msg)
