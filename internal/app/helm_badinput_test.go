@@ -62,6 +62,12 @@ func TestHelmReleaseBadInput(t *testing.T) {
 	push("broken", chartFiles("broken", map[string]string{"templates/broken.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: {{ .Values.mode | nosuchfunction }}\n"}))
 	push("typed", chartFiles("typed", map[string]string{"values.schema.json": `{"type": "object", "properties": {"replicas": {"type": "integer"}}}`}))
 	push("invalid", chartFiles("invalid", map[string]string{"templates/bad.yaml": "# the object's name is not DNS-1123\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Web_Settings\n"}))
+	// A named template that includes itself and doubles the result: 2^30
+	// bytes from a few hundred; rendering stops at the render memory limit.
+	push("boom", chartFiles("boom", map[string]string{
+		"templates/_x.tpl":    "{{- define \"x\" -}}{{- if gt (int .) 0 -}}{{- $s := include \"x\" (sub . 1) -}}{{ $s }}{{ $s }}{{- else -}}a{{- end -}}{{- end -}}",
+		"templates/boom.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: boom}\ndata:\n  v: {{ include \"x\" 30 | quote }}\n",
+	}))
 	push("dangling", chartFiles("dangling", map[string]string{"templates/dep.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\n  annotations: {jetplane.dev/depends-on: ConfigMap/missing}\n"}))
 
 	spec := func(chart, version, values string) string {
@@ -84,6 +90,7 @@ func TestHelmReleaseBadInput(t *testing.T) {
 		{"values not an object", spec("web", "0.1.0", "[1, 2]"), "Failed", []string{"spec.values: must be an object (the chart's values), not a list"}},
 		{"missing chart version", spec("web", "9.9.9", "{}"), "Error", []string{"spec.chart: web:9.9.9 has not been pushed; push it with `jetplane chart push PATH web:9.9.9`"}},
 		{"invalid object", spec("invalid", "0.1.0", "{}"), "Failed", []string{"invalid/templates/bad.yaml:5", `metadata.name: "Web_Settings" is not a valid name`}},
+		{"render over the memory limit", spec("boom", "0.1.0", "{}"), "Failed", []string{"rendering stopped: the chart used more than the render memory limit (32 MiB)"}},
 		{"dangling depends-on", spec("dangling", "0.1.0", "{}"), "Failed", []string{"dangling/templates/dep.yaml:1", "annotation jetplane.dev/depends-on: ConfigMap/shop/missing is not rendered by this release"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

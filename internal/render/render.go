@@ -7,7 +7,9 @@
 // It owns what a chart means to jetplane: the order of objects (CRDs and
 // Namespaces first, then helm's install order), the jetplane.dev/depends-on
 // annotation, hooks and tests (reported, never run) and errors that name the
-// template and line. It does no I/O and must not know about the log.
+// template and line. Every render runs in a child process bounded in
+// memory and time (isolate.go); besides that child and its pipes it does
+// no I/O and must not know about the log.
 package render
 
 import (
@@ -142,9 +144,10 @@ func Load(archive []byte) (*chart.Chart, error) {
 	return c, nil
 }
 
-// Render renders c with opts. It returns *Error for anything the chart or
-// values are to blame for.
-func Render(c *chart.Chart, opts Options) (*Result, error) {
+// render renders c with opts in this process; Render runs it in a render
+// child. It returns *Error for anything the chart or values are to blame
+// for.
+func render(c *chart.Chart, opts Options) (*Result, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = "default"
 	}
@@ -279,8 +282,9 @@ func templateSources(c *chart.Chart) map[string]string {
 // decodes each; hooks and tests are returned apart, undecoded. Errors name
 // the template file and the template's line.
 func decodeFile(name, content, source string, opts Options) (objs []Object, hooks []Object, err error) {
+	lines := newLineMap(source, content)
 	for _, d := range splitDocs(content) {
-		at := func(rendered int) int { return templateLine(source, content, d.line+rendered-1) }
+		at := func(rendered int) int { return lines.line(d.line + rendered - 1) }
 		j, yerr := sigsyaml.YAMLToJSON([]byte(d.text))
 		if yerr != nil {
 			line := d.line
@@ -288,7 +292,7 @@ func decodeFile(name, content, source string, opts Options) (objs []Object, hook
 				n, _ := strconv.Atoi(m[1])
 				line = d.line + n - 1
 			}
-			return nil, nil, &Error{Template: name, Line: templateLine(source, content, line), Reason: "invalid YAML: " + strings.TrimPrefix(yerr.Error(), "error converting YAML to JSON: yaml: ")}
+			return nil, nil, &Error{Template: name, Line: lines.line(line), Reason: "invalid YAML: " + strings.TrimPrefix(yerr.Error(), "error converting YAML to JSON: yaml: ")}
 		}
 		var raw any
 		if err := json.Unmarshal(j, &raw); err != nil {
@@ -467,20 +471,23 @@ func splitDocs(s string) []doc {
 	return docs
 }
 
-// templateLine maps line n of a template's rendered output back to the
-// template's own line: rendered lines that appear verbatim in the template
-// anchor the mapping (in order); a line between anchors is counted from
-// the anchor before it, and kept before the anchor after it.
-func templateLine(source, rendered string, n int) int {
-	if source == "" || n < 1 {
-		return n
+// lineMap maps lines of a template's rendered output back to the
+// template's own lines: rendered lines that appear verbatim in the
+// template anchor the mapping (in order); a line between anchors is
+// counted from the anchor before it, and kept before the anchor after it.
+// It is built once per rendered file: a template that renders a thousand
+// documents asks for a line of each.
+type lineMap struct {
+	// anchors[i] is the template line (1-based) of rendered line i+1, or 0.
+	anchors []int
+}
+
+func newLineMap(source, rendered string) lineMap {
+	if source == "" {
+		return lineMap{}
 	}
 	src := strings.Split(source, "\n")
 	out := strings.Split(rendered, "\n")
-	if n > len(out) {
-		return n
-	}
-	// anchors[i] is the template line (1-based) of rendered line i+1, or 0.
 	anchors := make([]int, len(out))
 	next := 0
 	for i, l := range out {
@@ -495,6 +502,15 @@ func templateLine(source, rendered string, n int) int {
 			}
 		}
 	}
+	return lineMap{anchors: anchors}
+}
+
+// line is the template line of rendered line n.
+func (m lineMap) line(n int) int {
+	anchors := m.anchors
+	if anchors == nil || n < 1 || n > len(anchors) {
+		return n
+	}
 	if anchors[n-1] > 0 {
 		return anchors[n-1]
 	}
@@ -506,7 +522,7 @@ func templateLine(source, rendered string, n int) int {
 		}
 	}
 	line := beforeT + (n - before)
-	for i := n; i < len(out); i++ {
+	for i := n; i < len(anchors); i++ {
 		if anchors[i] > 0 {
 			line = min(line, anchors[i]-1)
 			break
