@@ -6,7 +6,7 @@
 //
 // It owns what a chart means to jetplane: the order of objects (CRDs and
 // Namespaces first, then helm's install order), the jetplane.dev/depends-on
-// annotation, hooks and tests (reported, never run) and errors that name the
+// annotation, hooks and tests (set aside here; the HelmRelease reconciler runs them) and errors that name the
 // template and line. Every render runs in a child process bounded in
 // memory and time (isolate.go); besides that child and its pipes it does
 // no I/O and must not know about the log.
