@@ -126,6 +126,23 @@ func (s *NodeStore) PutWork(ctx context.Context, node, namespace, name string, d
 	return true, nil
 }
 
+// CreateWork stores the work item of pod namespace/name for node only if
+// that key never held one: not now, and not one since deleted (a deletion
+// leaves a marker, which fails the create). It reports whether it wrote;
+// false with a nil error when the key has or had an item.
+func (s *NodeStore) CreateWork(ctx context.Context, node, namespace, name string, data []byte) (bool, error) {
+	key := NodeWorkKey(node, namespace, name)
+	// Revision 0: the subject must hold no message at all. (The bucket's
+	// own Create would write over a deletion marker.)
+	if _, err := s.work.Update(ctx, key, data, 0); err != nil {
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(translate(err), ErrConflict) {
+			return false, nil
+		}
+		return false, fmt.Errorf("create work %s: %w", key, err)
+	}
+	return true, nil
+}
+
 // DeleteWork removes the work item of pod namespace/name from node.
 func (s *NodeStore) DeleteWork(ctx context.Context, node, namespace, name string) error {
 	if err := s.work.Purge(ctx, NodeWorkKey(node, namespace, name)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {

@@ -167,3 +167,37 @@ func TestLogsAreReadForTheBoundNode(t *testing.T) {
 		t.Fatalf("last 2: %v, %v", last, err)
 	}
 }
+
+// CreateWork writes only where a pod never had a work item: it neither
+// overwrites one nor brings back one since deleted, so a handover that
+// arrives late cannot undo what the pod's run wrote.
+func TestCreateWorkOnlyCreates(t *testing.T) {
+	s, _ := nodeStore(t)
+	ctx := context.Background()
+	if ok, err := s.CreateWork(ctx, "n1", "ns", "fresh", []byte("a")); err != nil || !ok {
+		t.Fatalf("a new pod's item: wrote %v, %v; want written", ok, err)
+	}
+	if ok, err := s.CreateWork(ctx, "n1", "ns", "fresh", []byte("b")); err != nil || ok {
+		t.Fatalf("over an item: wrote %v, %v; want nothing written, no error", ok, err)
+	}
+	if _, err := s.PutWork(ctx, "n1", "ns", "gone", []byte("run")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteWork(ctx, "n1", "ns", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.CreateWork(ctx, "n1", "ns", "gone", []byte("late")); err != nil || ok {
+		t.Fatalf("over a deleted item: wrote %v, %v; want nothing written, no error", ok, err)
+	}
+	// A pod finalized before its handover: deleting leaves a marker too.
+	if err := s.DeleteWork(ctx, "n1", "ns", "never"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.CreateWork(ctx, "n1", "ns", "never", []byte("late")); err != nil || ok {
+		t.Fatalf("after a deletion of nothing: wrote %v, %v; want nothing written", ok, err)
+	}
+	// The first item stayed: putting it again writes nothing.
+	if wrote, err := s.PutWork(ctx, "n1", "ns", "fresh", []byte("a")); err != nil || wrote {
+		t.Fatalf("the created item changed: put wrote %v, %v", wrote, err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/schemas"
 )
 
 // gatedLog holds each batch of appends until a token arrives on gate, and
@@ -113,5 +114,26 @@ func TestAsynchronousBinding(t *testing.T) {
 	}
 	if counter.reserved.Load() != 2 || counter.unreserved.Load() != 1 {
 		t.Fatalf("reserved %d, unreserved %d; want 2 and 1", counter.reserved.Load(), counter.unreserved.Load())
+	}
+}
+
+// Options.Bound hears of each pod whose Bound event landed, as the event
+// left it: bound to its node, at the event's sequence, which the
+// projection then shows.
+func TestBoundIsToldOfEachBinding(t *testing.T) {
+	c := newCluster(t, nil)
+	got := make(chan *schemas.Object, 1)
+	c.sched.cfg.Bound = func(p *schemas.Object) { got <- p }
+	c.apply(fixtureNode(t, "n1", attrs([]string{"cpu=2"}), 0), fixturePod(t, "default/a", attrs([]string{"cpu=1"}), 0))
+	if _, err := c.sched.Schedule(context.Background(), c.pod("default", "a")); err != nil {
+		t.Fatal(err)
+	}
+	p := <-got
+	if n := p.GetSpec().GetFields()["nodeName"].GetStringValue(); n != "n1" || p.GetMetadata().GetName() != "a" {
+		t.Fatalf("told of %s on %q, want a on n1", p.GetMetadata().GetName(), n)
+	}
+	c.waitBound([]projections.Key{{Kind: "Pod", Namespace: "default", Name: "a"}})
+	if rv := c.pod("default", "a").GetMetadata().GetResourceVersion(); p.GetMetadata().GetResourceVersion() != rv {
+		t.Fatalf("told of version %d; the projection has %d", p.GetMetadata().GetResourceVersion(), rv)
 	}
 }

@@ -57,8 +57,14 @@ type Options struct {
 	// ErrorRetry is when a pod whose cycle failed with an error (a plugin
 	// failed) runs again (default 5s).
 	ErrorRetry time.Duration
-	Now        func() time.Time
-	Logger     *slog.Logger
+	// Bound, when set, is told of each pod whose Bound event the log
+	// acknowledged: the pod as that event left it (spec with nodeName,
+	// resourceVersion the event's sequence). It must not block; the
+	// node agents' side uses it to hand a pod over without waiting for
+	// the pod's next run.
+	Bound  func(pod *schemas.Object)
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Scheduler schedules pods one cycle at a time. Cycles run one after
@@ -556,6 +562,7 @@ func (s *Scheduler) unreserve(ctx context.Context, p *Profile, state *CycleState
 
 type bindRequest struct {
 	pod   string
+	obj   *schemas.Object // the pod as read, unbound
 	entry events.Entry
 	// failed is called when the append fails, done when it lands.
 	failed func(error)
@@ -582,7 +589,7 @@ func (s *Scheduler) bind(ctx context.Context, p *Profile, state *CycleState, obj
 	}
 	ev.Actor = "scheduler/" + p.Name + "@" + s.cfg.Instance
 	ev.Time = timestamppb.New(s.cfg.Now())
-	req := &bindRequest{pod: pi.Key, entry: events.Entry{Event: ev, Expect: obj.GetMetadata().GetResourceVersion()}, failed: failed, done: done}
+	req := &bindRequest{pod: pi.Key, obj: obj, entry: events.Entry{Event: ev, Expect: obj.GetMetadata().GetResourceVersion()}, failed: failed, done: done}
 	s.bindMu.Lock()
 	s.binding[pi.Key] = true
 	if s.bindIdle == nil {
@@ -607,6 +614,16 @@ func (s *Scheduler) bound(pod string) {
 		close(s.bindIdle)
 		s.bindIdle = nil
 	}
+}
+
+// boundPod is obj as its Bound event ev, stored at seq, leaves it.
+func boundPod(obj *schemas.Object, ev *schemas.Event, seq uint64) *schemas.Object {
+	out := &schemas.Object{ApiVersion: obj.GetApiVersion(), Kind: obj.GetKind(), Metadata: proto.CloneOf(obj.GetMetadata()), Spec: ev.GetObject().GetSpec(), Status: obj.GetStatus()}
+	if out.Metadata == nil {
+		out.Metadata = &schemas.ObjectMeta{}
+	}
+	out.Metadata.ResourceVersion = seq
+	return out
 }
 
 // BoundEvent is the Bound event of a decision: the pod's spec with nodeName
@@ -669,12 +686,17 @@ func (s *Scheduler) bindLoop(ctx context.Context) error {
 			for i, r := range batch {
 				entries[i] = r.entry
 			}
-			_, errs := s.cfg.Log.AppendAsync(ctx, entries)
+			results, errs := s.cfg.Log.AppendAsync(ctx, entries)
 			for i, r := range batch {
 				if errs != nil && errs[i] != nil {
 					r.failed(errs[i])
-				} else if r.done != nil {
-					r.done()
+				} else {
+					if r.done != nil {
+						r.done()
+					}
+					if s.cfg.Bound != nil && i < len(results) {
+						s.cfg.Bound(boundPod(r.obj, r.entry.Event, results[i].Sequence))
+					}
 				}
 				s.bound(r.pod)
 			}

@@ -91,8 +91,12 @@ func (a *App) podReconcilers(ctx context.Context) ([]reconcilers.Reconciler, err
 		a.pods.maxImage = events.DefaultMaxImageBytes
 	}
 	sched := a.cfg.Pods.Scheduler
+	// The pod reconciler hands each pod the built-in scheduler binds to
+	// its node at once (pod.Reconciler.Bound).
+	var pr *pod.Reconciler
 	if sched == nil {
-		opts := scheduler.Options{Log: bindGate{a.log, gate.Principal{Name: "scheduler", Role: gate.RoleScheduler}}, State: a.store, Instance: a.cfg.Instance, Logger: a.cfg.Logger}
+		opts := scheduler.Options{Log: bindGate{a.log, gate.Principal{Name: "scheduler", Role: gate.RoleScheduler}}, State: a.store, Instance: a.cfg.Instance, Logger: a.cfg.Logger,
+			Bound: func(p *schemas.Object) { pr.Bound(p) }}
 		if path := a.cfg.Pods.SchedulerConfig; path != "" {
 			cfg, err := scheduler.LoadConfig(path)
 			if err != nil {

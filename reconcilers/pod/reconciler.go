@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -35,6 +37,14 @@ type State interface {
 type Work interface {
 	PutWork(ctx context.Context, node, namespace, name string, data []byte) (bool, error)
 	DeleteWork(ctx context.Context, node, namespace, name string) error
+}
+
+// WorkCreator is a Work that can create a pod's work item only where the
+// pod never had one (not even one since deleted); Bound needs it.
+type WorkCreator interface {
+	// CreateWork reports false, without error, when the pod has or had
+	// an item.
+	CreateWork(ctx context.Context, node, namespace, name string, data []byte) (bool, error)
 }
 
 // Config configures a Reconciler.
@@ -96,6 +106,10 @@ type Reconciler struct {
 	// that a reconcile that changes nothing writes the same work item
 	// (sealing is randomized).
 	sealed map[projections.Key]sealedWork
+
+	handoffOnce sync.Once
+	handoffs    chan struct{} // a slot per handover running
+	inflight    sync.WaitGroup
 }
 
 type sealedWork struct {
@@ -165,6 +179,11 @@ func pending(reason, msg string) reconcilers.Result {
 func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconcilers.Result, error) {
 	key := projections.ObjectKey(obj)
 	r.unwait(key)
+	if handedOver(obj) {
+		// Its agent runs this generation already: a status report needs
+		// nothing of this reconciler (and a pod start reports four).
+		return reconcilers.Result{KeepStatus: true}, nil
+	}
 	spec, err := podspec.Pod(obj.GetSpec())
 	if err != nil {
 		// Only an outside publisher can store a spec the gate refuses.
@@ -176,26 +195,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 		}
 		return pending(ReasonUnschedulable, "no node: set spec.nodeName, or run a scheduler"), nil
 	}
-	nodeKey := projections.Key{Kind: podspec.KindNode, Name: spec.NodeName}
-	node := r.cfg.State.Get(nodeKey)
-	if node == nil {
-		r.wait(key, nodeKey)
-		return pending("NodeNotFound", fmt.Sprintf("node %q does not exist; start its agent with jetplane node --name %s", spec.NodeName, spec.NodeName)), nil
-	}
-	secrets, err := r.resolveEnv(key, obj.GetMetadata().GetNamespace(), spec)
-	if err != nil {
-		return pending("CreateContainerConfigError", err.Error()), nil
-	}
-	w := &podspec.Work{Namespace: key.Namespace, Name: key.Name, UID: obj.GetMetadata().GetUid(), Generation: obj.GetMetadata().GetGeneration(), Spec: *spec,
-		Finished: reported(obj) && finished(obj.GetStatus())}
-	if len(secrets) > 0 {
-		if err := r.seal(ctx, key, spec.NodeName, w, secrets); err != nil {
-			return pending("CreateContainerConfigError", err.Error()), nil
-		}
-	}
-	data, err := w.Encode()
-	if err != nil {
-		return reconcilers.Result{}, err
+	data, node, res, err := r.workItem(ctx, key, obj, spec)
+	if err != nil || res != nil {
+		return derefResult(res), err
 	}
 	if _, err := r.cfg.Work.PutWork(ctx, spec.NodeName, key.Namespace, key.Name, data); err != nil {
 		return reconcilers.Result{}, err
@@ -207,6 +209,105 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj *schemas.Object) (reconc
 	// moments and is the pod's first status. Writing "waiting for the
 	// agent" first would cost every pod start an event, and race it.
 	return reconcilers.Result{KeepStatus: true}, nil
+}
+
+func derefResult(res *reconcilers.Result) reconcilers.Result {
+	if res == nil {
+		return reconcilers.Result{}
+	}
+	return *res
+}
+
+// workItem is the encoded work item of bound pod obj for its node, and
+// the node; or the status to record instead (res) when the pod cannot be
+// handed over yet (its node or an object its env names is missing).
+func (r *Reconciler) workItem(ctx context.Context, key projections.Key, obj *schemas.Object, spec *corev1.PodSpec) (data []byte, node *schemas.Object, res *reconcilers.Result, err error) {
+	nodeKey := projections.Key{Kind: podspec.KindNode, Name: spec.NodeName}
+	node = r.cfg.State.Get(nodeKey)
+	if node == nil {
+		r.wait(key, nodeKey)
+		p := pending("NodeNotFound", fmt.Sprintf("node %q does not exist; start its agent with jetplane node --name %s", spec.NodeName, spec.NodeName))
+		return nil, nil, &p, nil
+	}
+	secrets, err := r.resolveEnv(key, obj.GetMetadata().GetNamespace(), spec)
+	if err != nil {
+		p := pending("CreateContainerConfigError", err.Error())
+		return nil, nil, &p, nil
+	}
+	w := &podspec.Work{Namespace: key.Namespace, Name: key.Name, UID: obj.GetMetadata().GetUid(), Generation: obj.GetMetadata().GetGeneration(), Spec: *spec,
+		Finished: reported(obj) && finished(obj.GetStatus())}
+	if len(secrets) > 0 {
+		if err := r.seal(ctx, key, spec.NodeName, w, secrets); err != nil {
+			p := pending("CreateContainerConfigError", err.Error())
+			return nil, nil, &p, nil
+		}
+	}
+	data, err = w.Encode()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return data, node, nil, nil
+}
+
+// handedOver tells whether the pod's agent has reported running this
+// generation of it, and it has not ended for good: its work item holds
+// what this reconciler would write again (only a pod's end, a new
+// generation or a new incarnation changes it; a new incarnation starts
+// without status). Values its env takes from ConfigMaps are read when
+// the pod is handed over, as a kubelet reads them when it creates the
+// container.
+func handedOver(obj *schemas.Object) bool {
+	st := obj.GetStatus()
+	return reported(obj) && st.GetGoal() != projections.GoalDeleted &&
+		st.GetObservedGeneration() == obj.GetMetadata().GetGeneration() && !finished(st) && StateOf(st) != "Terminated"
+}
+
+// Bound hands a pod the scheduler has just bound (obj as its Bound event
+// left it) to its node at once, without waiting for the pod's own run:
+// under a burst that run comes after every other pod's scheduling run,
+// and the node would start nothing until all are placed. The handover
+// only ever creates the work item of a pod that never had one, so it can
+// neither bring back a deleted pod's item nor undo what a run wrote; the
+// pod's run follows as always and finds the item written. It does not
+// block: at most handoffWorkers handovers run at once.
+func (r *Reconciler) Bound(obj *schemas.Object) {
+	c, ok := r.cfg.Work.(WorkCreator)
+	if !ok {
+		return
+	}
+	r.handoffOnce.Do(func() { r.handoffs = make(chan struct{}, handoffWorkers) })
+	r.inflight.Add(1)
+	go func() {
+		defer r.inflight.Done()
+		r.handoffs <- struct{}{}
+		defer func() { <-r.handoffs }()
+		ctx, cancel := context.WithTimeout(context.Background(), handoffTimeout)
+		defer cancel()
+		if err := r.handoff(ctx, c, obj); err != nil {
+			// The pod's own run writes the item.
+			slog.Debug("pod handover failed; its run hands it over", "pod", projections.ObjectKey(obj), "err", err)
+		}
+	}()
+}
+
+// Handover bounds.
+const (
+	handoffWorkers = 16
+	handoffTimeout = 10 * time.Second
+)
+
+func (r *Reconciler) handoff(ctx context.Context, c WorkCreator, obj *schemas.Object) error {
+	key := projections.ObjectKey(obj)
+	spec, err := podspec.Pod(obj.GetSpec())
+	if err != nil || spec.NodeName == "" {
+		return err
+	}
+	data, node, res, err := r.workItem(ctx, key, obj, spec)
+	if err != nil || res != nil || node.GetStatus().GetPhase() == NodeNotReady {
+		return err
+	}
+	_, err = c.CreateWork(ctx, spec.NodeName, key.Namespace, key.Name, data)
+	return err
 }
 
 // reported tells whether a node agent has written the pod's status (its

@@ -2,7 +2,9 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -61,10 +63,12 @@ func (r *Reconciler) replicaSet(ctx context.Context, obj *schemas.Object) (recon
 		// Their arrival runs this key again (Owners), with them counted.
 	case diff > 0:
 		r.rankForDeletion(active)
-		for _, p := range active[:diff] {
-			if err := r.cfg.Writer.Delete(ctx, obj, r.actor(k), projections.ObjectKey(p)); err != nil {
-				return reconcilers.Result{}, fmt.Errorf("delete %s: %w", p.GetMetadata().GetName(), err)
-			}
+		keys := make([]projections.Key, diff)
+		for i, p := range active[:diff] {
+			keys[i] = projections.ObjectKey(p)
+		}
+		if err := r.deleteAll(ctx, obj, keys); err != nil {
+			return reconcilers.Result{}, err
 		}
 	}
 	now := r.cfg.Now()
@@ -97,4 +101,30 @@ func (r *Reconciler) replicaSet(ctx context.Context, obj *schemas.Object) (recon
 
 func notReady(reason, msg string) []*schemas.Condition {
 	return []*schemas.Condition{{Type: reconcilers.ConditionReady, Status: "False", Reason: reason, Message: msg}}
+}
+
+// deleteParallel is how many deletions a run has in flight at once.
+const deleteParallel = 16
+
+// deleteAll requests deletion of keys for owner, deleteParallel at a time:
+// a scale-down or a rollout step deletes hundreds of pods, and one write
+// after another made each step wait for hundreds of round trips. Every
+// deletion is tried; the errors come back together.
+func (r *Reconciler) deleteAll(ctx context.Context, owner *schemas.Object, keys []projections.Key) error {
+	actor := r.actor(projections.ObjectKey(owner))
+	errs := make([]error, len(keys))
+	sem := make(chan struct{}, deleteParallel)
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := r.cfg.Writer.Delete(ctx, owner, actor, k); err != nil {
+				errs[i] = fmt.Errorf("delete %s: %w", k.Name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
