@@ -261,7 +261,9 @@ func TestPodPrintsAndCompletes(t *testing.T) {
 		t.Fatalf("status %+v", ps)
 	}
 	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(c.logs("default", "hello", "main"), "hello from main\na line on stderr\n") {
+	// stdout and stderr are read and flushed apart, so their lines may
+	// interleave either way.
+	for l := c.logs("default", "hello", "main"); !strings.Contains(l, "hello from main\n") || !strings.Contains(l, "a line on stderr\n"); l = c.logs("default", "hello", "main") {
 		if time.Now().After(deadline) {
 			t.Fatalf("logs: %q", c.logs("default", "hello", "main"))
 		}
