@@ -131,7 +131,7 @@ func (c *cluster) poll(what string, d time.Duration, cond func() bool) {
 
 func (c *cluster) waitNode(name, phase string) {
 	c.tb.Helper()
-	c.poll("node "+name+" "+phase, time.Minute, func() bool {
+	c.poll("node "+name+" "+phase, 3*time.Minute, func() bool {
 		return c.app.Store().Get(projections.Key{Kind: "Node", Name: name}).GetStatus().GetPhase() == phase
 	})
 }
@@ -270,7 +270,7 @@ func TestADeploymentSpreadsScalesRollsOutAndIsDeleted(t *testing.T) {
 	c := startCluster(t, nil)
 	c.startAgent("n2")
 	c.apply(deploymentYAML(4, "module:v1", "a"))
-	pods := c.waitRunning(webKey, 4, time.Minute, nil)
+	pods := c.waitRunning(webKey, 4, 3*time.Minute, nil)
 	nodes := map[string]int{}
 	for _, p := range pods {
 		nodes[nodeOf(p)]++
@@ -279,7 +279,7 @@ func TestADeploymentSpreadsScalesRollsOutAndIsDeleted(t *testing.T) {
 		t.Fatalf("4 replicas did not spread over both nodes: %v", nodes)
 	}
 	c.apply(deploymentYAML(6, "module:v1", "a"))
-	c.waitRunning(webKey, 6, time.Minute, nil)
+	c.waitRunning(webKey, 6, 3*time.Minute, nil)
 
 	// A template change rolls out: never fewer than 6-1 ready pods, never
 	// more than 6+1 pods.
@@ -306,7 +306,7 @@ func TestADeploymentSpreadsScalesRollsOutAndIsDeleted(t *testing.T) {
 		}
 	}()
 	c.apply(deploymentYAML(6, "module:v2", "b"))
-	c.waitRunning(webKey, 6, time.Minute, func(p *schemas.Object) bool { return argsOf(p) == "serve b" })
+	c.waitRunning(webKey, 6, 3*time.Minute, func(p *schemas.Object) bool { return argsOf(p) == "serve b" })
 	close(stop)
 	w := <-worst
 	if w[0] < 5 {
@@ -322,7 +322,7 @@ func TestADeploymentSpreadsScalesRollsOutAndIsDeleted(t *testing.T) {
 	}
 
 	c.delete(webKey)
-	c.poll("deployment, replica sets and pods gone", time.Minute, func() bool {
+	c.poll("deployment, replica sets and pods gone", 3*time.Minute, func() bool {
 		rss, _ := c.app.Store().List(projections.Query{Kind: workload.KindReplicaSet, Namespace: "default"})
 		pods, _ := c.app.Store().List(projections.Query{Kind: "Pod", Namespace: "default"})
 		return c.app.Store().Get(webKey) == nil && len(rss) == 0 && len(pods) == 0
@@ -399,7 +399,7 @@ func TestAJobRunsItsCompletionsWithinItsParallelism(t *testing.T) {
 	c := startCluster(t, nil)
 	k := projections.Key{Kind: workload.KindJob, Namespace: "default", Name: "batch"}
 	c.apply(jobYAML("batch", "work", 3, 2, 0))
-	c.poll("job Complete", time.Minute, func() bool { return c.app.Store().Get(k).GetStatus().GetPhase() == workload.PhaseComplete })
+	c.poll("job Complete", 3*time.Minute, func() bool { return c.app.Store().Get(k).GetStatus().GetPhase() == workload.PhaseComplete })
 	pods := jobPods(c, "batch")
 	if len(pods) != 3 {
 		t.Fatalf("a Job of 3 completions that never failed ran %d pods", len(pods))
@@ -419,7 +419,7 @@ func TestAFailingJobStopsAtItsBackoffLimit(t *testing.T) {
 	c := startCluster(t, nil)
 	k := projections.Key{Kind: workload.KindJob, Namespace: "default", Name: "broken"}
 	c.apply(jobYAML("broken", "fail", 1, 1, 2))
-	c.poll("job Failed", time.Minute, func() bool { return c.app.Store().Get(k).GetStatus().GetPhase() == "Failed" })
+	c.poll("job Failed", 3*time.Minute, func() bool { return c.app.Store().Get(k).GetStatus().GetPhase() == "Failed" })
 	st := c.app.Store().Get(k).GetStatus()
 	if !strings.Contains(st.GetMessage(), "backoff limit") {
 		t.Fatalf("message %q", st.GetMessage())
@@ -443,9 +443,9 @@ spec:
       containers:
       - {name: agent, image: module:v1, args: [serve]}
 `)
-	c.waitRunning(k, 1, time.Minute, func(p *schemas.Object) bool { return nodeOf(p) == "n1" })
+	c.waitRunning(k, 1, 3*time.Minute, func(p *schemas.Object) bool { return nodeOf(p) == "n1" })
 	c.startAgent("n2")
-	pods := c.waitRunning(k, 2, time.Minute, nil)
+	pods := c.waitRunning(k, 2, 3*time.Minute, nil)
 	if nodeOf(pods[0]) == nodeOf(pods[1]) {
 		t.Fatalf("both daemon pods on %s", nodeOf(pods[0]))
 	}
@@ -459,7 +459,7 @@ func TestPodsOfALostNodeTurnUnknownAndAreReplaced(t *testing.T) {
 	c := startCluster(t, func(cfg *app.Config) { cfg.Pods.NodeGrace, cfg.Pods.NodeEviction = grace, eviction })
 	stop := c.startAgent("n2")
 	c.apply(deploymentYAML(4, "module:v1", "a"))
-	pods := c.waitRunning(webKey, 4, time.Minute, nil)
+	pods := c.waitRunning(webKey, 4, 3*time.Minute, nil)
 	var lost []projections.Key
 	for _, p := range pods {
 		if nodeOf(p) == "n2" {
@@ -514,9 +514,9 @@ spec:
       containers:
       - {name: agent, image: module:v1, args: [serve]}
 `)
-	c.waitRunning(webKey, 3, time.Minute, nil)
-	c.waitRunning(projections.Key{Kind: workload.KindDaemonSet, Namespace: "default", Name: "agent"}, 2, time.Minute, nil)
-	c.poll("everything settled", time.Minute, func() bool {
+	c.waitRunning(webKey, 3, 3*time.Minute, nil)
+	c.waitRunning(projections.Key{Kind: workload.KindDaemonSet, Namespace: "default", Name: "agent"}, 2, 3*time.Minute, nil)
+	c.poll("everything settled", 3*time.Minute, func() bool {
 		for _, k := range []projections.Key{webKey, {Kind: workload.KindJob, Namespace: "default", Name: "once"}, {Kind: workload.KindDaemonSet, Namespace: "default", Name: "agent"}} {
 			if ph := c.app.Store().Get(k).GetStatus().GetPhase(); ph != "Ready" && ph != workload.PhaseComplete {
 				return false
@@ -555,16 +555,16 @@ func TestAJobPastItsDeadlineFailsAndAFinishedOneExpires(t *testing.T) {
 	c := startCluster(t, nil)
 	slow := projections.Key{Kind: workload.KindJob, Namespace: "default", Name: "slow"}
 	c.apply(strings.Replace(jobYAML("slow", "serve", 1, 1, 0), "  backoffLimit: 0\n", "  backoffLimit: 0\n  activeDeadlineSeconds: 1\n", 1))
-	c.poll("slow Failed", time.Minute, func() bool { return c.app.Store().Get(slow).GetStatus().GetPhase() == "Failed" })
+	c.poll("slow Failed", 3*time.Minute, func() bool { return c.app.Store().Get(slow).GetStatus().GetPhase() == "Failed" })
 	if st := c.app.Store().Get(slow).GetStatus(); !strings.Contains(st.GetMessage(), "deadline") {
 		t.Fatalf("slow: %v", st)
 	}
-	c.poll("slow's pod stopped", time.Minute, func() bool { return len(c.pods(slow)) == 0 })
+	c.poll("slow's pod stopped", 3*time.Minute, func() bool { return len(c.pods(slow)) == 0 })
 
 	brief := projections.Key{Kind: workload.KindJob, Namespace: "default", Name: "brief"}
 	c.apply(strings.Replace(jobYAML("brief", "work", 1, 1, 0), "  backoffLimit: 0\n", "  backoffLimit: 0\n  ttlSecondsAfterFinished: 1\n", 1))
-	c.poll("brief Complete", time.Minute, func() bool { return c.app.Store().Get(brief).GetStatus().GetPhase() == workload.PhaseComplete })
-	c.poll("brief and its pod gone", time.Minute, func() bool { return c.app.Store().Get(brief) == nil && len(jobPods(c, "brief")) == 0 })
+	c.poll("brief Complete", 3*time.Minute, func() bool { return c.app.Store().Get(brief).GetStatus().GetPhase() == workload.PhaseComplete })
+	c.poll("brief and its pod gone", 3*time.Minute, func() bool { return c.app.Store().Get(brief) == nil && len(jobPods(c, "brief")) == 0 })
 }
 
 // TestRecreateAndPause: a Recreate Deployment never runs old and new pods
@@ -579,7 +579,7 @@ func TestRecreateAndPause(t *testing.T) {
 		return y
 	}
 	c.apply(recreate("a", false))
-	c.waitRunning(webKey, 3, time.Minute, nil)
+	c.waitRunning(webKey, 3, 3*time.Minute, nil)
 	c.apply(recreate("b", true))
 	c.poll("paused", 30*time.Second, func() bool { return c.app.Store().Get(webKey).GetStatus().GetPhase() == workload.PhasePaused })
 	for _, p := range c.pods(webKey) {
@@ -609,7 +609,7 @@ func TestRecreateAndPause(t *testing.T) {
 		}
 	}()
 	c.apply(recreate("b", false))
-	c.waitRunning(webKey, 3, time.Minute, func(p *schemas.Object) bool { return argsOf(p) == "serve b" })
+	c.waitRunning(webKey, 3, 3*time.Minute, func(p *schemas.Object) bool { return argsOf(p) == "serve b" })
 	close(stop)
 	if <-mixed {
 		t.Fatal("Recreate ran old and new pods at once")
@@ -645,7 +645,7 @@ spec:
       containers:
       - {name: c, image: module:v1, args: [serve]}
 `)
-	pods := c.waitRunning(rs, 2, time.Minute, nil)
+	pods := c.waitRunning(rs, 2, 3*time.Minute, nil)
 	names := map[string]bool{}
 	for _, p := range pods {
 		names[p.GetMetadata().GetName()] = true
