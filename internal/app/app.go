@@ -537,6 +537,11 @@ func (a *App) Store() *projections.Store { return a.store }
 // Log is the event log.
 func (a *App) Log() *events.Log { return a.log }
 
+// Door is the gate's way in for statuses, finalizations, evictions and
+// bindings: what the node agents, the reconcilers and the scheduler of
+// this instance append through.
+func (a *App) Door() *gate.Door { return a.door }
+
 // Partitions lists the partitions this instance runs reconcilers for.
 func (a *App) Partitions() []int { return a.runtime.Partitions() }
 

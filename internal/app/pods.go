@@ -288,7 +288,31 @@ func podUses(o *schemas.Object, ref, digest string) bool {
 // principal, which the gate lets record the status of the pods bound to
 // it only.
 func (a *App) nodeDoor(node string) pod.StatusAppender {
-	return a.door.As(gate.Principal{Name: "node/" + node, Role: gate.RoleNode, Self: node})
+	return nodeWriter{a.door.As(gate.Principal{Name: "node/" + node, Role: gate.RoleNode, Self: node})}
+}
+
+// nodeWriter tells a node that a report the gate refuses is refused for
+// good (events.ErrReportRefused): sending it again changes nothing.
+type nodeWriter struct{ w *gate.Writer }
+
+func (n nodeWriter) Append(ctx context.Context, e events.Entry) (events.Result, error) {
+	res, err := n.w.Append(ctx, e)
+	return res, reportRefused(err)
+}
+
+func (n nodeWriter) AppendAsync(ctx context.Context, entries []events.Entry) ([]events.Result, []error) {
+	res, errs := n.w.AppendAsync(ctx, entries)
+	for i, err := range errs {
+		errs[i] = reportRefused(err)
+	}
+	return res, errs
+}
+
+func reportRefused(err error) error {
+	if errors.Is(err, gate.ErrForbidden) {
+		return fmt.Errorf("%w: %v", events.ErrReportRefused, err)
+	}
+	return err
 }
 
 // nodeControllerDoor is how the Node reconciler marks, restores, fails

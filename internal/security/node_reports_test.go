@@ -1,0 +1,71 @@
+package security
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/events/auth"
+	"github.com/jetplane/jetplane/internal/app"
+	"github.com/jetplane/jetplane/schemas"
+)
+
+// A node credential reporting the status of a pod bound to another node
+// is refused for good, and nothing is written; its report on its own pod,
+// in the same batch, is recorded.
+func TestNodeReportsOnlyOnItsOwnPods(t *testing.T) {
+	a, c := boundPods(t)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	nc, _ := connectAs(t, a, auth.RoleNode, "n1")
+	node, err := events.OpenNode(ctx, nc, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fingerprintOf(t, a)
+	errs, err := node.ReportStatuses(ctx, [][]byte{report(t, a, "web-n2", "Failed")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(errs[0], events.ErrReportRefused) {
+		t.Fatalf("n1's report on n2's pod: %v, want refused for good", errs[0])
+	}
+	unchanged(t, a, before)
+
+	errs, err = node.ReportStatuses(ctx, [][]byte{report(t, a, "web-n1", "Running"), report(t, a, "web-n2", "Succeeded")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || !errors.Is(errs[1], events.ErrReportRefused) {
+		t.Fatalf("batch of own and other's reports: %v, want [nil refused]", errs)
+	}
+	fingerprintOf(t, a) // the projection has caught up with the log
+	if got := a.Store().Get(podKey("web-n2")).GetStatus(); got.GetPhase() == "Succeeded" {
+		t.Fatalf("n2's pod took n1's report: %v", got)
+	}
+	if !reportedBy(t, a, "web-n1", "node/n1", "Running") {
+		t.Fatal("n1's report on its own pod is not in the pod's history")
+	}
+	if reportedBy(t, a, "web-n2", "node/n1", "") {
+		t.Fatal("n1's report on n2's pod is in the pod's history")
+	}
+	serving(t, c)
+}
+
+// reportedBy tells whether pod's history holds a status change by actor
+// (with phase, when not empty).
+func reportedBy(t *testing.T, a *app.App, pod, actor, phase string) bool {
+	t.Helper()
+	evs, err := a.Log().History(context.Background(), podKey(pod).Proto())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if ev.GetType() == schemas.EventType_EVENT_TYPE_STATUS_CHANGED && ev.GetActor() == actor &&
+			(phase == "" || ev.GetObject().GetStatus().GetPhase() == phase) {
+			return true
+		}
+	}
+	return false
+}
