@@ -10,72 +10,11 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/events"
-	"github.com/jetplane/jetplane/internal/app"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
 )
-
-// boundPods applies one pod bound to each of nodes n1 and n2 (no agent
-// runs them) and returns once the pod reconciler has handed both over
-// and the log holds still: the state every attack below must leave as it
-// is.
-func boundPods(t *testing.T) (*app.App, *api.Client) {
-	t.Helper()
-	a := start(t, app.Config{})
-	c := &api.Client{BaseURL: a.URL()}
-	seed(t, c)
-	for _, n := range []string{"n1", "n2"} {
-		applyDoc(t, c, `apiVersion: v1
-kind: Pod
-metadata: {name: web-`+n+`, namespace: shop}
-spec:
-  nodeName: `+n+`
-  containers:
-  - {name: main, image: app:v1}
-`)
-	}
-	// The pod reconciler records each pod's status once it has put the
-	// pod's work in its node's bucket; after that nothing moves.
-	deadline := time.Now().Add(wait)
-	for {
-		done := true
-		for _, n := range []string{"n1", "n2"} {
-			st := a.Store().Get(podKey("web-" + n)).GetStatus()
-			done = done && st.GetObservedGeneration() > 0
-		}
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the pod reconciler did not take the pods")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return a, c
-}
-
-func podKey(name string) projections.Key {
-	return projections.Key{Kind: "Pod", Namespace: "shop", Name: name}
-}
-
-// report is a node agent's status report on pod: phase, for the pod's
-// current incarnation.
-func report(t *testing.T, a *app.App, pod, phase string) []byte {
-	t.Helper()
-	cur := a.Store().Get(podKey(pod))
-	det, _ := structpb.NewStruct(map[string]any{"phase": phase})
-	b, err := proto.Marshal(&schemas.Event{
-		Key:    podKey(pod).Proto(),
-		Object: &schemas.Object{Metadata: &schemas.ObjectMeta{Uid: cur.GetMetadata().GetUid()}, Status: &schemas.Status{Phase: phase, Details: det}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // Every write the gate does not compose itself passes its door: forged
 // status changes, evictions, finalizations and other events are refused
