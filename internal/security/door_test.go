@@ -108,8 +108,8 @@ func TestDoorRefusesForgedWrites(t *testing.T) {
 		}
 	}
 	fingerprintOf(t, a)
-	if cur("web-n2").GetStatus().GetGoal() != projections.GoalDeleted {
-		t.Fatalf("n2's pod after its eviction: %v", cur("web-n2").GetStatus())
+	if o := cur("web-n2"); o != nil && o.GetStatus().GetGoal() != projections.GoalDeleted {
+		t.Fatalf("n2's pod after its eviction: %v", o.GetStatus())
 	}
 	serving(t, c)
 }
