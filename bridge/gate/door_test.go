@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/projections"
@@ -66,4 +68,34 @@ spec: {nodeName: n2, containers: [{name: main, image: app:v1}]}
 	if _, err := rec.Append(ctx, own); !errors.Is(err, gate.ErrForbidden) {
 		t.Fatalf("a ConfigMap reconciler writing a Pod's status: %v, want forbidden", err)
 	}
+}
+
+// BenchmarkAuthorizeEvent is the door's cost per entry beside its append:
+// a node's status report on its pod, and a reconciler's status of its
+// object.
+func BenchmarkAuthorizeEvent(b *testing.B) {
+	pod := &schemas.Object{ApiVersion: "v1", Kind: "Pod", Metadata: &schemas.ObjectMeta{Name: "web", Namespace: "shop", ResourceVersion: 7}}
+	spec, err := structpb.NewStruct(map[string]any{"nodeName": "n1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pod.Spec = spec
+	ev := &schemas.Event{Type: schemas.EventType_EVENT_TYPE_STATUS_CHANGED, Key: projections.ObjectKey(pod).Proto(), Actor: "reconciler/Pod@i1",
+		Object: &schemas.Object{Status: &schemas.Status{Phase: "Running"}}}
+	node := gate.Principal{Name: "node/n1", Role: gate.RoleNode, Self: "n1"}
+	b.Run("node", func(b *testing.B) {
+		for range b.N {
+			if err := gate.AuthorizeEvent(node, ev, pod); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("reconciler", func(b *testing.B) {
+		rec := gate.Principal{Name: ev.Actor, Role: gate.RoleController, Owner: "Pod/shop/web"}
+		for range b.N {
+			if err := gate.AuthorizeEvent(rec, ev, pod); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
