@@ -22,7 +22,7 @@ import (
 // the log's own concurrency check would have let them in), and nothing is
 // written. A rightful eviction then passes.
 func TestDoorRefusesForgedWrites(t *testing.T) {
-	a, c := boundPods(t)
+	a, c := boundPods(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	door := a.Door()

@@ -9,6 +9,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/events/auth"
@@ -21,10 +23,13 @@ import (
 // is refused for good, and nothing is written; its report on its own pod,
 // in the same batch, is recorded.
 func TestNodeReportsOnlyOnItsOwnPods(t *testing.T) {
-	a, c := boundPods(t)
+	// The credential first: the server reloads its options to admit it,
+	// and nats-server's reload races its direct gets (seen under -race),
+	// which the pods' writes make.
+	var nc *nats.Conn
+	a, c := boundPods(t, func(a *app.App) { nc, _ = connectAs(t, a, auth.RoleNode, "n1") })
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	nc, _ := connectAs(t, a, auth.RoleNode, "n1")
 	node, err := events.OpenNode(ctx, nc, "n1")
 	if err != nil {
 		t.Fatal(err)
@@ -76,13 +81,16 @@ func reportedBy(t *testing.T, a *app.App, pod, actor, phase string) bool {
 	return false
 }
 
-// boundPods applies one pod bound to each of nodes n1 and n2 (no agent
-// runs them) and returns once the pod reconciler has handed both over
-// and the log holds still: the state every attack below must leave as it
-// is.
-func boundPods(t *testing.T) (*app.App, *api.Client) {
+// boundPods starts an instance, runs first on it (when not nil), applies
+// one pod bound to each of nodes n1 and n2 (no agent runs them) and
+// returns once the pod reconciler has handed both over and the log holds
+// still: the state every attack must leave as it is.
+func boundPods(t *testing.T, first func(*app.App)) (*app.App, *api.Client) {
 	t.Helper()
 	a := start(t, app.Config{})
+	if first != nil {
+		first(a)
+	}
 	c := &api.Client{BaseURL: a.URL()}
 	seed(t, c)
 	for _, n := range []string{"n1", "n2"} {
