@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -303,7 +302,8 @@ func (r *Reconciler) lose(ctx context.Context, node string) error {
 }
 
 // restore puts back, for every pod of node that lose reported Unknown, the
-// last status its agent reported before: the agent, never stopped or
+// last status node's agent reported on it (never another node's, nor one
+// of an earlier pod of the same name): the agent, never stopped or
 // restarted, has no new state to report. A pod the agent reported on
 // meanwhile is left as it is.
 func (r *Reconciler) restore(ctx context.Context, node string) error {
@@ -319,7 +319,12 @@ func (r *Reconciler) restore(ctx context.Context, node string) error {
 		}
 		for i := len(evs) - 1; i >= 0; i-- {
 			ev := evs[i]
-			if ev.GetType() != schemas.EventType_EVENT_TYPE_STATUS_CHANGED || !strings.HasPrefix(ev.GetActor(), "node/") || lost(ev.GetObject().GetStatus()) {
+			if ev.GetType() == schemas.EventType_EVENT_TYPE_FINALIZED {
+				break // an earlier pod of the same name: none of its reports are this one's
+			}
+			// This node's agent's report, not another node's (an earlier
+			// incarnation's, bound elsewhere).
+			if ev.GetType() != schemas.EventType_EVENT_TYPE_STATUS_CHANGED || ev.GetActor() != "node/"+node || lost(ev.GetObject().GetStatus()) {
 				continue
 			}
 			prev := proto.CloneOf(ev.GetObject().GetStatus())
