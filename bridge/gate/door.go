@@ -4,9 +4,12 @@ import (
 	"context"
 	"strings"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
+	"github.com/jetplane/jetplane/schemas/kinds"
 )
 
 // EventLog is what a Door appends to.
@@ -16,9 +19,10 @@ type EventLog interface {
 	AppendAsync(ctx context.Context, entries []events.Entry) ([]events.Result, []error)
 }
 
-// Getter reads current state.
-type Getter interface {
-	Get(k projections.Key) *schemas.Object
+// Records reads current state as the projection holds it, specs still
+// encoded: the door decodes none (Store.Get would decode each spec).
+type Records interface {
+	GetRecord(k projections.Key) *schemas.ObjectRecord
 }
 
 var _ EventLog = (*events.Log)(nil)
@@ -33,11 +37,11 @@ var _ EventLog = (*events.Log)(nil)
 // wraps ErrForbidden. Safe for concurrent use.
 type Door struct {
 	log   EventLog
-	state Getter
+	state Records
 }
 
 // NewDoor returns the door writing to log, deciding against state.
-func NewDoor(log EventLog, state Getter) *Door { return &Door{log: log, state: state} }
+func NewDoor(log EventLog, state Records) *Door { return &Door{log: log, state: state} }
 
 // As is p's way in: a Writer whose every entry p must be allowed.
 func (d *Door) As(p Principal) *Writer {
@@ -86,7 +90,86 @@ func runtimePrincipal(ev *schemas.Event) Principal {
 
 func (w *Writer) check(e events.Entry) error {
 	k := projections.KeyOf(e.Event.GetKey())
-	return AuthorizeEvent(w.principal(e), e.Event, w.d.state.Get(k))
+	r := w.d.state.GetRecord(k)
+	t := Target{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, ClusterScoped: !kinds.Lookup(k.Kind).Namespaced}
+	if r != nil {
+		ann := r.GetMetadata().GetAnnotations()
+		t.Exists, t.Owner, t.AllowAdoption = true, ann[AnnotationOwner], ann[AnnotationAllowAdoption]
+		if k.Kind == podKind {
+			t.BoundTo = specString(r.GetSpec(), "nodeName")
+		}
+	}
+	return authorizeEvent(w.principal(e), e.Event, t)
+}
+
+// specString is the string value of the top-level field of an encoded
+// spec (a google.protobuf.Struct), "" when it has none, read without
+// decoding the rest.
+func specString(spec []byte, field string) string {
+	for len(spec) > 0 {
+		num, typ, n := protowire.ConsumeTag(spec)
+		if n < 0 {
+			return ""
+		}
+		spec = spec[n:]
+		if num != 1 || typ != protowire.BytesType { // Struct.fields
+			if n = protowire.ConsumeFieldValue(num, typ, spec); n < 0 {
+				return ""
+			}
+			spec = spec[n:]
+			continue
+		}
+		entry, n := protowire.ConsumeBytes(spec)
+		if n < 0 {
+			return ""
+		}
+		spec = spec[n:]
+		var key string
+		var value []byte
+		for len(entry) > 0 {
+			num, typ, n := protowire.ConsumeTag(entry)
+			if n < 0 {
+				return ""
+			}
+			entry = entry[n:]
+			switch {
+			case num == 1 && typ == protowire.BytesType:
+				b, m := protowire.ConsumeBytes(entry)
+				key, n = string(b), m
+			case num == 2 && typ == protowire.BytesType:
+				value, n = protowire.ConsumeBytes(entry)
+			default:
+				n = protowire.ConsumeFieldValue(num, typ, entry)
+			}
+			if n < 0 {
+				return ""
+			}
+			entry = entry[n:]
+		}
+		if key != field {
+			continue
+		}
+		for len(value) > 0 { // google.protobuf.Value
+			num, typ, n := protowire.ConsumeTag(value)
+			if n < 0 {
+				return ""
+			}
+			value = value[n:]
+			if num == 3 && typ == protowire.BytesType { // string_value
+				b, m := protowire.ConsumeBytes(value)
+				if m < 0 {
+					return ""
+				}
+				return string(b)
+			}
+			if n = protowire.ConsumeFieldValue(num, typ, value); n < 0 {
+				return ""
+			}
+			value = value[n:]
+		}
+		return ""
+	}
+	return ""
 }
 
 // Append checks and appends one entry.
@@ -156,6 +239,11 @@ func AuthorizeEvent(p Principal, ev *schemas.Event, cur *schemas.Object) error {
 	if k.Kind == podKind {
 		t.BoundTo = cur.GetSpec().GetFields()["nodeName"].GetStringValue()
 	}
+	return authorizeEvent(p, ev, t)
+}
+
+// authorizeEvent is AuthorizeEvent for the target as stored now.
+func authorizeEvent(p Principal, ev *schemas.Event, t Target) error {
 	switch ev.GetType() {
 	case schemas.EventType_EVENT_TYPE_STATUS_CHANGED:
 		if o := ev.GetObject(); o.GetStatus() == nil || !statusOnly(o) {
