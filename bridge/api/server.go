@@ -367,8 +367,8 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, _ string) error {
 	// written out again.
 	brief := preferMinimal(r.Header.Values("Prefer"))
 	resp := ApplyResponse{Results: make([]ApplyResult, len(outcomes))}
-	for _, o := range objs {
-		resp.Warnings = append(resp.Warnings, Warnings(o)...)
+	for _, o := range outcomes {
+		resp.Warnings = append(resp.Warnings, o.Warnings...)
 	}
 	setWarnings(w, resp.Warnings)
 	for i, o := range outcomes {

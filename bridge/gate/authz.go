@@ -76,6 +76,12 @@ const (
 	// VerbFetchChart is a HelmRelease naming a remote chart repository,
 	// which the server then fetches from.
 	VerbFetchChart Verb = "fetch-chart"
+	// VerbStatus records an object's status (a StatusChanged event): a
+	// node's report on a pod bound to it, a reconciler's on its object,
+	// a lost node's pods marked Unknown or failed.
+	VerbStatus Verb = "status"
+	// VerbFinalize ends an object's deletion (a Finalized event).
+	VerbFinalize Verb = "finalize"
 )
 
 // Target is what a verb acts on, as far as authorization looks at it.
@@ -96,6 +102,9 @@ type Target struct {
 	// behalf once stored (a Subscription's filter; AllNamespaces for every
 	// one): writing it needs the right to read each.
 	Reads []string
+	// BoundTo is the node a pod is bound to (its spec.nodeName), "" when
+	// it is not bound or not a pod.
+	BoundTo string
 }
 
 // AllNamespaces in Target.Reads stands for every namespace.
@@ -149,6 +158,20 @@ func Authorize(p Principal, v Verb, t Target) error {
 		if v == VerbFetchChart {
 			return writerRules(p, v, t)
 		}
+		if evicts(p, v, t) {
+			return writeScope(p, v, t)
+		}
+		if v == VerbStatus || v == VerbFinalize {
+			// A reconciler records what it did to its own object.
+			if p.Owner != "" && p.Owner == t.ref() {
+				return nil
+			}
+			what := "record the status of"
+			if v == VerbFinalize {
+				what = "finalize"
+			}
+			return forbid(p, "%s %s: a controller records the status and the end of its own object only (%s)", what, t.describe(), p.Owner)
+		}
 		if v != VerbApply && v != VerbDelete {
 			return forbid(p, "%s %s", v, t.describe())
 		}
@@ -177,7 +200,20 @@ func Authorize(p Principal, v Verb, t Target) error {
 		if v == VerbApply && t.Kind == "Node" && t.ClusterScoped && t.Name == p.Self && t.Namespace == "" {
 			return nil
 		}
-		return forbid(p, "%s %s: a node writes only its own Node", v, t.describe())
+		if v == VerbStatus && t.Kind == podKind && t.Namespace != "" {
+			if t.Exists && p.Self != "" && t.BoundTo == p.Self {
+				return nil
+			}
+			bound := "not bound"
+			if t.BoundTo != "" {
+				bound = "bound to node " + t.BoundTo
+			}
+			if !t.Exists {
+				bound = "absent"
+			}
+			return forbid(p, "record the status of %s: it is %s; a node reports on the pods bound to it only", t.describe(), bound)
+		}
+		return forbid(p, "%s %s: a node writes only its own Node and the status of its pods", v, t.describe())
 	case RoleScheduler:
 		if v == VerbBind && t.Kind == "Pod" && t.Namespace != "" {
 			return nil
@@ -191,6 +227,20 @@ func Authorize(p Principal, v Verb, t Target) error {
 	}
 	return forbid(p, "%s %s: unknown role", v, t.describe())
 }
+
+// podKind is the kind pods have in keys.
+const podKind = "Pod"
+
+// evicts reports whether v is a lost node's controller failing or
+// deleting a pod bound to that node: the controller of Node/N acts on the
+// pods bound to N, and on no other.
+func evicts(p Principal, v Verb, t Target) bool {
+	return (v == VerbStatus || v == VerbDelete) && t.Kind == podKind && t.BoundTo != "" &&
+		t.Exists && p.Owner == "Node//"+t.BoundTo
+}
+
+// ref is how AnnotationOwner and Principal.Owner name the target.
+func (t Target) ref() string { return t.Kind + "/" + t.Namespace + "/" + t.Name }
 
 // writerRules are a writer's: objects within its namespaces; images and
 // charts when unconfined, else only images named after its namespaces.

@@ -158,6 +158,9 @@ type Outcome struct {
 	// Previous is the object before the request (nil when it is new); set
 	// by DryRun.
 	Previous *schemas.Object
+	// Warnings say what the object asks for that jetplane accepts but
+	// cannot give (Warnings), for whoever wrote it.
+	Warnings []string
 }
 
 // maxAttempts bounds retries after optimistic-concurrency conflicts.
@@ -210,7 +213,7 @@ func (g *Gate) DryRun(ctx context.Context, p Principal, objs []*schemas.Object) 
 		if action == Unchanged {
 			next = cur
 		}
-		outcomes[i] = Outcome{Key: keys[i], Action: action, Object: next, Previous: cur}
+		outcomes[i] = Outcome{Key: keys[i], Action: action, Object: next, Previous: cur, Warnings: Warnings(o)}
 	}
 	return outcomes, nil
 }
@@ -357,7 +360,7 @@ func (g *Gate) applyOnce(ctx context.Context, p Principal, keys []projections.Ke
 			return nil, invalid("%s is being deleted; apply it again once it is gone", k)
 		}
 		next, action := desired(cur, stamp(p, cur, o), now)
-		outcomes[i] = Outcome{Key: k, Action: action, Object: cur}
+		outcomes[i] = Outcome{Key: k, Action: action, Object: cur, Warnings: Warnings(o)}
 		if action == Unchanged {
 			continue
 		}

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/jetplane/jetplane/bridge/seal"
-	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
 	"github.com/jetplane/jetplane/schemas/kinds"
@@ -212,25 +211,4 @@ func manifestTarget(o *schemas.Object) (Target, bool) {
 		t.Namespace = ""
 	}
 	return t, true
-}
-
-// AuthorizeBinds checks that p may write each of entries, the scheduler's
-// Bound events: each must be a Bound event (a pod placed on a node). It
-// returns one error per entry (nil where allowed), or nil when all are.
-func AuthorizeBinds(p Principal, entries []events.Entry) []error {
-	var errs []error
-	for i, e := range entries {
-		k := projections.KeyOf(e.Event.GetKey())
-		err := Authorize(p, VerbBind, Target{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name})
-		if err == nil && e.Event.GetType() != schemas.EventType_EVENT_TYPE_BOUND {
-			err = forbid(p, "write a %s event for %s: a scheduler writes Bound events only", e.Event.GetType(), k)
-		}
-		if err != nil {
-			if errs == nil {
-				errs = make([]error, len(entries))
-			}
-			errs[i] = err
-		}
-	}
-	return errs
 }

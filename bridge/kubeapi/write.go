@@ -172,6 +172,11 @@ func (s *Server) write(w http.ResponseWriter, q *request, o *schemas.Object, cod
 	if err != nil {
 		return s.gateError(q, err)
 	}
+	// What the object asks for that cannot work here, as the Kubernetes
+	// API says it: kubectl prints these headers as warnings.
+	for _, m := range outs[0].Warnings {
+		w.Header().Add("Warning", "299 - "+strconv.Quote(m))
+	}
 	obj := s.show(q, outs[0].Object)
 	if prev := outs[0].Previous; dryRun(q.r) && prev != nil {
 		// Nothing was written: the version is still the current one.

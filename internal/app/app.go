@@ -121,11 +121,14 @@ type App struct {
 	api       *api.Server
 	runtime   *reconcilers.Runtime
 	gate      *gate.Gate
-	stopKeys  func()       // ends the watch of destroyed data keys
-	bridge    *kube.Bridge // nil without clusters
-	listener  net.Listener
-	seal      *seal.Sealer // nil without a key file (secrets.go)
-	pods      *pods
+	// door is the gate's way in for the events it does not compose:
+	// statuses, finalizations, evictions and bindings (decision 0066).
+	door     *gate.Door
+	stopKeys func()       // ends the watch of destroyed data keys
+	bridge   *kube.Bridge // nil without clusters
+	listener net.Listener
+	seal     *seal.Sealer // nil without a key file (secrets.go)
+	pods     *pods
 	// memberNC carries membership heartbeats and the lease alone;
 	// members is the membership joined through it.
 	memberNC *nats.Conn
@@ -224,6 +227,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 	}
 	a.store = projections.NewStore(projections.StoreOptions{})
+	a.door = gate.NewDoor(a.log, a.store)
 	if a.projector, err = projections.NewProjector(projections.ProjectorConfig{
 		Log: a.log, Store: a.store, Blobs: blobs, Logger: cfg.Logger,
 	}); err != nil {
@@ -274,7 +278,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	if a.runtime, err = reconcilers.New(reconcilers.Config{
-		Log: a.log, State: a.store, Reconcilers: recs, Instance: cfg.Instance, Join: join,
+		Log: reconcilerLog{a.log, a.door.Reconcilers()}, State: a.store, Reconcilers: recs, Instance: cfg.Instance, Join: join,
 		Queue: cfg.Queue, Logger: cfg.Logger, Metrics: reconcilers.NewMetrics(reg), GroupCommit: cfg.SyncAlways,
 	}); err != nil {
 		return nil, err
@@ -532,6 +536,11 @@ func (a *App) Store() *projections.Store { return a.store }
 
 // Log is the event log.
 func (a *App) Log() *events.Log { return a.log }
+
+// Door is the gate's way in for statuses, finalizations, evictions and
+// bindings: what the node agents, the reconcilers and the scheduler of
+// this instance append through.
+func (a *App) Door() *gate.Door { return a.door }
 
 // Partitions lists the partitions this instance runs reconcilers for.
 func (a *App) Partitions() []int { return a.runtime.Partitions() }

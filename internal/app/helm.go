@@ -66,6 +66,11 @@ func (w gateWriter) Apply(ctx context.Context, owner *schemas.Object, actor stri
 	for _, o := range out {
 		if o.Action != gate.Unchanged {
 			n++
+			// Nobody waits on this write's answer: what a child asks
+			// for that cannot work here goes to the log of the instance.
+			for _, m := range o.Warnings {
+				w.a.cfg.Logger.Warn("chart child accepted with a warning", "release", gate.OwnerRef(projections.ObjectKey(owner)), "warning", m)
+			}
 		}
 	}
 	return n, ownerError(err)

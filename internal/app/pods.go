@@ -86,7 +86,7 @@ func (a *App) podReconcilers(ctx context.Context) ([]reconcilers.Reconciler, err
 	// A module that does not compile is refused at push, not found out
 	// on every node that pulls it.
 	nodes.Images().SetModuleCheck(pod.CheckModule)
-	a.pods = &pods{nodes: nodes, status: &pod.StatusService{Log: a.log, State: a.store}, store: a.store, maxImage: a.cfg.Pods.MaxImageBytes}
+	a.pods = &pods{nodes: nodes, status: &pod.StatusService{Log: a.log, State: a.store, Door: a.nodeDoor}, store: a.store, maxImage: a.cfg.Pods.MaxImageBytes}
 	if a.pods.maxImage <= 0 {
 		a.pods.maxImage = events.DefaultMaxImageBytes
 	}
@@ -95,7 +95,7 @@ func (a *App) podReconcilers(ctx context.Context) ([]reconcilers.Reconciler, err
 	// its node at once (pod.Reconciler.Bound).
 	var pr *pod.Reconciler
 	if sched == nil {
-		opts := scheduler.Options{Log: bindGate{a.log, gate.Principal{Name: "scheduler", Role: gate.RoleScheduler}}, State: a.store, Instance: a.cfg.Instance, Logger: a.cfg.Logger,
+		opts := scheduler.Options{Log: a.door.As(gate.Principal{Name: "scheduler", Role: gate.RoleScheduler}), State: a.store, Instance: a.cfg.Instance, Logger: a.cfg.Logger,
 			Bound: func(p *schemas.Object) { pr.Bound(p) }}
 		if path := a.cfg.Pods.SchedulerConfig; path != "" {
 			cfg, err := scheduler.LoadConfig(path)
@@ -121,7 +121,7 @@ func (a *App) podReconcilers(ctx context.Context) ([]reconcilers.Reconciler, err
 	if err != nil {
 		return nil, err
 	}
-	ncfg := node.Config{Heartbeats: nodes, State: a.store, Log: a.log, Grace: a.cfg.Pods.NodeGrace, Eviction: a.cfg.Pods.NodeEviction, Logger: a.cfg.Logger}
+	ncfg := node.Config{Heartbeats: nodes, State: a.store, Log: a.log, Door: a.nodeControllerDoor, Grace: a.cfg.Pods.NodeGrace, Eviction: a.cfg.Pods.NodeEviction, Logger: a.cfg.Logger}
 	nr, err := node.NewReconciler(ncfg)
 	if err != nil {
 		return nil, err
@@ -288,37 +288,65 @@ func podUses(o *schemas.Object, ref, digest string) bool {
 	return false
 }
 
-// bindGate is the scheduler's way into the log: each Bound event passes
-// the gate's rules first (gate.AuthorizeBinds), so a scheduler (and the
-// plugins it runs) writes bindings of pods and nothing else.
-type bindGate struct {
-	log *events.Log
-	p   gate.Principal
+// nodeDoor is how node's status reports are appended: as that node's
+// principal, which the gate lets record the status of the pods bound to
+// it only.
+func (a *App) nodeDoor(node string) pod.StatusAppender {
+	return nodeWriter{a.door.As(gate.Principal{Name: "node/" + node, Role: gate.RoleNode, Self: node})}
 }
 
-func (b bindGate) AppendAsync(ctx context.Context, entries []events.Entry) ([]events.Result, []error) {
-	refused := gate.AuthorizeBinds(b.p, entries)
-	if refused == nil {
-		return b.log.AppendAsync(ctx, entries)
-	}
-	var ok []events.Entry
-	var at []int
-	for i, e := range entries {
-		if refused[i] == nil {
-			ok, at = append(ok, e), append(at, i)
-		}
-	}
-	res, errs := make([]events.Result, len(entries)), refused
-	if len(ok) > 0 {
-		r, es := b.log.AppendAsync(ctx, ok)
-		for j, i := range at {
-			if r != nil {
-				res[i] = r[j]
-			}
-			if es != nil {
-				errs[i] = es[j]
-			}
-		}
+// nodeWriter tells a node that a report the gate refuses is refused for
+// good (events.ErrReportRefused): sending it again changes nothing.
+type nodeWriter struct{ w *gate.Writer }
+
+func (n nodeWriter) Append(ctx context.Context, e events.Entry) (events.Result, error) {
+	res, err := n.w.Append(ctx, e)
+	return res, reportRefused(err)
+}
+
+func (n nodeWriter) AppendAsync(ctx context.Context, entries []events.Entry) ([]events.Result, []error) {
+	res, errs := n.w.AppendAsync(ctx, entries)
+	for i, err := range errs {
+		errs[i] = reportRefused(err)
 	}
 	return res, errs
+}
+
+func reportRefused(err error) error {
+	if errors.Is(err, gate.ErrForbidden) {
+		return fmt.Errorf("%w: %v", events.ErrReportRefused, err)
+	}
+	return err
+}
+
+// nodeControllerDoor is how the Node reconciler marks, restores, fails
+// and deletes the pods of node: as the controller of that Node, which the
+// gate lets write the pods bound to it only.
+func (a *App) nodeControllerDoor(name string) node.Appender {
+	k := projections.Key{Kind: "Node", Name: name}
+	p := gate.Principal{Name: "reconciler/Node", Role: gate.RoleController, Owner: gate.OwnerRef(k)}
+	if obj := a.store.Get(k); obj != nil {
+		p = gate.Controller(p.Name, obj)
+	}
+	return a.door.As(p)
+}
+
+// reconcilerLog is the log as the reconciler runtime sees it: reads go to
+// the log, every append passes the gate's door first, each entry as the
+// controller its actor names (gate.Door.Reconcilers).
+type reconcilerLog struct {
+	*events.Log
+	door *gate.Writer
+}
+
+func (l reconcilerLog) Append(ctx context.Context, e events.Entry) (events.Result, error) {
+	return l.door.Append(ctx, e)
+}
+
+func (l reconcilerLog) AppendBatch(ctx context.Context, entries []events.Entry) ([]events.Result, error) {
+	return l.door.AppendBatch(ctx, entries)
+}
+
+func (l reconcilerLog) AppendAsync(ctx context.Context, entries []events.Entry) ([]events.Result, []error) {
+	return l.door.AppendAsync(ctx, entries)
 }

@@ -84,3 +84,50 @@ func TestALostNodesPodsAreUnknownThenRestored(t *testing.T) {
 		t.Fatalf("restored %v, want %v", lg.appended[len(lg.appended)-1].GetObject().GetStatus(), running)
 	}
 }
+
+// A pod restored after its node came back gets its own node's last
+// report on it: never a report of another node (an earlier pod of the
+// same name, bound elsewhere), nor one from before the key's last
+// finalization.
+func TestRestoreTakesOnlyItsNodesReportOfThisPod(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	status := func(phase string) *schemas.Status {
+		det, _ := structpb.NewStruct(map[string]any{"phase": phase})
+		return &schemas.Status{Phase: phase, Details: det}
+	}
+	spec, _ := structpb.NewStruct(map[string]any{"nodeName": "n2"})
+	lostDet, _ := structpb.NewStruct(map[string]any{"phase": "Unknown", "reason": node.ReasonLost})
+	pod := &schemas.Object{Kind: "Pod", Metadata: &schemas.ObjectMeta{Name: "p", Namespace: "default", ResourceVersion: 9}, Spec: spec,
+		Status: &schemas.Status{Phase: "Unknown", Details: lostDet}}
+	report := func(actor, phase string) *schemas.Event {
+		return &schemas.Event{Type: schemas.EventType_EVENT_TYPE_STATUS_CHANGED, Actor: actor, Object: &schemas.Object{Status: status(phase)}}
+	}
+	for _, tc := range []struct {
+		name    string
+		history []*schemas.Event
+		want    string // the phase restored, "" for none
+	}{
+		{"its own node's", []*schemas.Event{report("node/n2", "Running"), report("node/n9", "Succeeded")}, "Running"},
+		{"only another node's", []*schemas.Event{report("node/n9", "Succeeded")}, ""},
+		{"an earlier pod's", []*schemas.Event{report("node/n2", "Failed"), {Type: schemas.EventType_EVENT_TYPE_FINALIZED}, {Type: schemas.EventType_EVENT_TYPE_APPLIED}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lg := &log{history: tc.history}
+			r, err := node.NewReconciler(node.Config{Heartbeats: &beats{at: now}, State: &state{pod: proto.CloneOf(pod)}, Log: lg, Grace: time.Second, Eviction: time.Minute, Now: func() time.Time { return now }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := &schemas.Object{Kind: "Node", Metadata: &schemas.ObjectMeta{Name: "n2"}, Status: &schemas.Status{Phase: node.PhaseNotReady}}
+			if _, err := r.Reconcile(context.Background(), n); err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			if len(lg.appended) > 0 {
+				got = lg.appended[0].GetObject().GetStatus().GetPhase()
+			}
+			if got != tc.want {
+				t.Fatalf("restored phase %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

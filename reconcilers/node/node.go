@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -55,6 +54,11 @@ type Log interface {
 	History(ctx context.Context, k *schemas.ObjectKey) ([]*schemas.Event, error)
 }
 
+// Appender appends the writes about one node's pods.
+type Appender interface {
+	Append(ctx context.Context, e events.Entry) (events.Result, error)
+}
+
 // Config configures the Reconciler and the Registrar.
 type Config struct {
 	Heartbeats Heartbeats
@@ -67,7 +71,11 @@ type Config struct {
 	// failed with reason NodeLost and deleted (default 5 min).
 	Eviction time.Duration
 	// Actor names the writer of evictions.
-	Actor  string
+	Actor string
+	// Door, when set, is how the pods of node are failed, marked Unknown,
+	// restored and deleted: the gate's way in for the controller of that
+	// Node, which authorizes each write for the pods bound to it only.
+	Door   func(node string) Appender
 	Now    func() time.Time
 	Logger *slog.Logger
 }
@@ -225,11 +233,11 @@ func (r *Reconciler) evict(ctx context.Context, node string) error {
 			Goal: p.GetStatus().GetGoal(), Phase: "Failed", Message: msg, ObservedGeneration: p.GetStatus().GetObservedGeneration(), Details: det,
 			Conditions: []*schemas.Condition{{Type: reconcilers.ConditionReady, Status: "False", Reason: ReasonLost, Message: msg, LastTransitionTime: timestamppb.New(now)}},
 		}
-		res, err := r.cfg.Log.Append(ctx, events.Entry{Expect: p.GetMetadata().GetResourceVersion(), Event: &schemas.Event{
+		res, err := r.appender(node).Append(ctx, events.Entry{Expect: p.GetMetadata().GetResourceVersion(), Event: &schemas.Event{
 			Type: schemas.EventType_EVENT_TYPE_STATUS_CHANGED, Key: k.Proto(), Actor: r.cfg.Actor, Time: timestamppb.New(now), Object: &schemas.Object{Status: st},
 		}})
 		if err == nil {
-			_, err = r.cfg.Log.Append(ctx, events.Entry{Expect: res.Sequence, Event: &schemas.Event{
+			_, err = r.appender(node).Append(ctx, events.Entry{Expect: res.Sequence, Event: &schemas.Event{
 				Type: schemas.EventType_EVENT_TYPE_DELETE_REQUESTED, Key: k.Proto(), Actor: r.cfg.Actor, Time: timestamppb.New(now),
 			}})
 		}
@@ -238,6 +246,14 @@ func (r *Reconciler) evict(ctx context.Context, node string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// appender is the way in of the writes about node's pods.
+func (r *Reconciler) appender(node string) Appender {
+	if r.cfg.Door != nil {
+		return r.cfg.Door(node)
+	}
+	return r.cfg.Log
 }
 
 // boundTo lists the pods bound to node that are not being deleted.
@@ -278,7 +294,7 @@ func (r *Reconciler) lose(ctx context.Context, node string) error {
 			Goal: st.GetGoal(), Phase: string(corev1.PodUnknown), Message: msg, ObservedGeneration: st.GetObservedGeneration(), Details: det,
 			Conditions: []*schemas.Condition{{Type: reconcilers.ConditionReady, Status: "Unknown", Reason: ReasonLost, Message: msg, LastTransitionTime: timestamppb.New(r.cfg.Now())}},
 		}
-		if err := r.writeStatus(ctx, p, next); err != nil {
+		if err := r.writeStatus(ctx, node, p, next); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -286,7 +302,8 @@ func (r *Reconciler) lose(ctx context.Context, node string) error {
 }
 
 // restore puts back, for every pod of node that lose reported Unknown, the
-// last status its agent reported before: the agent, never stopped or
+// last status node's agent reported on it (never another node's, nor one
+// of an earlier pod of the same name): the agent, never stopped or
 // restarted, has no new state to report. A pod the agent reported on
 // meanwhile is left as it is.
 func (r *Reconciler) restore(ctx context.Context, node string) error {
@@ -302,12 +319,17 @@ func (r *Reconciler) restore(ctx context.Context, node string) error {
 		}
 		for i := len(evs) - 1; i >= 0; i-- {
 			ev := evs[i]
-			if ev.GetType() != schemas.EventType_EVENT_TYPE_STATUS_CHANGED || !strings.HasPrefix(ev.GetActor(), "node/") || lost(ev.GetObject().GetStatus()) {
+			if ev.GetType() == schemas.EventType_EVENT_TYPE_FINALIZED {
+				break // an earlier pod of the same name: none of its reports are this one's
+			}
+			// This node's agent's report, not another node's (an earlier
+			// incarnation's, bound elsewhere).
+			if ev.GetType() != schemas.EventType_EVENT_TYPE_STATUS_CHANGED || ev.GetActor() != "node/"+node || lost(ev.GetObject().GetStatus()) {
 				continue
 			}
 			prev := proto.CloneOf(ev.GetObject().GetStatus())
 			prev.Goal = p.GetStatus().GetGoal()
-			if err := r.writeStatus(ctx, p, prev); err != nil {
+			if err := r.writeStatus(ctx, node, p, prev); err != nil {
 				errs = append(errs, err)
 			}
 			break
@@ -318,8 +340,8 @@ func (r *Reconciler) restore(ctx context.Context, node string) error {
 
 // writeStatus appends st for pod p with optimistic concurrency: a pod whose
 // agent wrote meanwhile keeps what its agent wrote.
-func (r *Reconciler) writeStatus(ctx context.Context, p *schemas.Object, st *schemas.Status) error {
-	_, err := r.cfg.Log.Append(ctx, events.Entry{Expect: p.GetMetadata().GetResourceVersion(), Event: &schemas.Event{
+func (r *Reconciler) writeStatus(ctx context.Context, node string, p *schemas.Object, st *schemas.Status) error {
+	_, err := r.appender(node).Append(ctx, events.Entry{Expect: p.GetMetadata().GetResourceVersion(), Event: &schemas.Event{
 		Type: schemas.EventType_EVENT_TYPE_STATUS_CHANGED, Key: projections.ObjectKey(p).Proto(), Actor: r.cfg.Actor, Time: timestamppb.New(r.cfg.Now()), Object: &schemas.Object{Status: st},
 	}})
 	if errors.Is(err, events.ErrConflict) {

@@ -33,9 +33,27 @@ type Waiter interface {
 // the agent runs, then appends StatusChanged (actor node/<node>) with
 // optimistic concurrency, retrying on conflict against fresh state.
 type StatusService struct {
+	// Log reads keys' versions; it appends only when Door is nil.
 	Log   Appender
 	State Waiter
-	Now   func() time.Time
+	// Door, when set, is how node's reports are appended: the gate's way
+	// in for that node's principal, which authorizes each status again.
+	Door func(node string) StatusAppender
+	Now  func() time.Time
+}
+
+// StatusAppender appends a node's reports.
+type StatusAppender interface {
+	Append(ctx context.Context, e events.Entry) (events.Result, error)
+	AppendAsync(ctx context.Context, entries []events.Entry) ([]events.Result, []error)
+}
+
+// appender is node's way into the log.
+func (s *StatusService) appender(node string) StatusAppender {
+	if s.Door != nil {
+		return s.Door(node)
+	}
+	return s.Log
 }
 
 // Errors a report can be refused with, for good (they wrap
@@ -85,7 +103,7 @@ func (s *StatusService) Handle(ctx context.Context, node string, data []byte) ([
 			Type: schemas.EventType_EVENT_TYPE_STATUS_CHANGED, Key: ev.Key, Actor: "node/" + node,
 			Time: timestamppb.New(now()), Object: &schemas.Object{Status: next},
 		}
-		_, err := s.Log.Append(ctx, events.Entry{Event: out, Expect: pod.GetMetadata().GetResourceVersion()})
+		_, err := s.appender(node).Append(ctx, events.Entry{Event: out, Expect: pod.GetMetadata().GetResourceVersion()})
 		if !errors.Is(err, events.ErrConflict) {
 			if err != nil {
 				return nil, err
@@ -152,6 +170,7 @@ func (s *StatusService) HandleBatch(ctx context.Context, node string, reports []
 		}
 		c.next = len(c.idx)
 	}
+	log := s.appender(node)
 	live := chains[:0]
 	for _, c := range chains {
 		pod := s.State.Get(c.key)
@@ -208,7 +227,7 @@ func (s *StatusService) HandleBatch(ctx context.Context, node string, reports []
 		if len(entries) == 0 {
 			break
 		}
-		results, werrs := s.Log.AppendAsync(ctx, entries)
+		results, werrs := log.AppendAsync(ctx, entries)
 		live = live[:0]
 		for i, c := range writing {
 			var err error
