@@ -78,9 +78,11 @@ func testCommitterFailsAlone(t *testing.T, group bool) {
 	}
 }
 
-// countingLog counts the log calls the committer makes.
+// countingLog counts the log calls the committer makes. It is the log
+// without its own group commit (events.Log.AppendEach), so that the
+// committer chooses between an atomic batch and a pipelined write.
 type countingLog struct {
-	*events.Log
+	Log
 	mu                      sync.Mutex
 	appends, batches, async int
 }
