@@ -13,19 +13,21 @@ import (
 const groupWriteTimeout = 10 * time.Second
 
 // AppendEach appends entries that do not depend on each other, each with
-// its own outcome, committed together with whatever other callers'
+// its own outcome. With Config.AtomicGroups (for a server that fsyncs
+// every write) they are committed together with whatever other callers'
 // entries are waiting (group commit, decision 0069): the gate's
 // single-object writes, the reconcilers' statuses and the controllers'
-// door all pass here, so concurrent writers of any kind share one write.
+// door all pass here, so concurrent writers of any kind share one fsync.
 //
 // While one group is being written, the entries that arrive form the
-// next. With Config.AtomicGroups (for a server that fsyncs every write) a
-// group is one atomic batch: one round trip and one fsync for all. Should
-// the log refuse it — an entry's concurrency check failed, or one is a
-// stored retry — its entries are written again pipelined, each with its
-// own outcome, so a conflict stays with its entry and the others land
-// (entries keep their event ids, so none is stored twice). Without
-// AtomicGroups a group is pipelined from the start.
+// next; a group is one atomic batch: one round trip and one fsync for
+// all. Should the log refuse it — an entry's concurrency check failed, or
+// one is a stored retry — its entries are written again pipelined, each
+// with its own outcome, so a conflict stays with its entry and the others
+// land (entries keep their event ids, so none is stored twice). Without
+// AtomicGroups entries are pipelined at once (AppendAsync): with nothing
+// fsynced per write, waiting for the group before costs more than it
+// saves.
 //
 // results[i] and errs[i] are entry i's; errs is nil when every entry was
 // stored. An entry is durable as the log's server promises once its
@@ -33,6 +35,12 @@ const groupWriteTimeout = 10 * time.Second
 func (l *Log) AppendEach(ctx context.Context, entries []Entry) (results []Result, errs []error) {
 	if len(entries) == 0 {
 		return nil, nil
+	}
+	if !l.group.atomic {
+		// Pipelined writes need no group: they share the connection's
+		// writes already, and a group in flight would only make the next
+		// callers wait for its acknowledgements.
+		return l.AppendAsync(ctx, entries)
 	}
 	w := &groupWait{entries: entries, done: make(chan struct{})}
 	l.group.add(l, w)
