@@ -62,13 +62,19 @@ func (l *Log) Groups() (groups, entries int64) {
 	return l.group.groups.Load(), l.group.grouped.Load()
 }
 
+// RefusedGroups is how many groups the log refused as a whole (a failed
+// concurrency check or a stored retry in them) and AppendEach wrote again
+// entry by entry.
+func (l *Log) RefusedGroups() int64 { return l.group.refused.Load() }
+
 // grouper gathers AppendEach's callers into groups. Safe for concurrent
 // use; its zero value is ready.
 type grouper struct {
 	atomic bool
 	// groups and grouped count the groups of more than one entry written
-	// and the entries in them (for tests and metrics).
-	groups, grouped atomic.Int64
+	// and the entries in them, refused those the log refused as a whole
+	// and that were written again entry by entry (for tests and metrics).
+	groups, grouped, refused atomic.Int64
 
 	mu      sync.Mutex
 	pending []*groupWait
@@ -176,6 +182,7 @@ func (g *grouper) append(ctx context.Context, l *Log, entries []Entry) ([]Result
 			return make([]Result, len(entries)), errs
 		}
 		// Refused: each entry on its own.
+		g.refused.Add(1)
 	}
 	return l.AppendAsync(ctx, entries)
 }

@@ -108,7 +108,10 @@ func TestAppendEachGroupsCallersAndKeepsOutcomes(t *testing.T) {
 			if atomicGroups && groups == 0 {
 				t.Fatal("no group of concurrent callers was written together")
 			}
-			t.Logf("%d groups of %d entries", groups, grouped)
+			if refused := l.RefusedGroups(); refused > groups {
+				t.Fatalf("%d groups refused of %d", refused, groups)
+			}
+			t.Logf("%d groups of %d entries, %d refused", groups, grouped, l.RefusedGroups())
 		})
 	}
 }

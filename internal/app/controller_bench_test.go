@@ -146,6 +146,7 @@ func BenchmarkSingleObjectApply(b *testing.B) {
 					Queue: queue.Config{MaxRunning: 8}, APILimits: api.Limits{Rate: -1}})
 				w := watchReady(b, a.Store(), 1, n)
 				g0, e0 := a.Log().Groups()
+				r0 := a.Log().RefusedGroups()
 				cpu0, t0 := cpuTime(), time.Now()
 				sent := burstSingle(b, cl, n, 16)
 				<-w.done
@@ -154,6 +155,8 @@ func BenchmarkSingleObjectApply(b *testing.B) {
 				if g1 > g0 {
 					// Applies and statuses the log committed together.
 					b.ReportMetric(float64(e1-e0)/float64(g1-g0), "entries/group")
+					// Groups written again entry by entry (one fsync each).
+					b.ReportMetric(float64(a.Log().RefusedGroups()-r0), "refused-groups")
 				}
 				reportBurst(b, n, elapsed, cpu, sent, w)
 			}
