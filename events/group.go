@@ -40,6 +40,16 @@ func (l *Log) AppendEach(ctx context.Context, entries []Entry) (results []Result
 		// Pipelined writes need no group: they share the connection's
 		// writes already, and a group in flight would only make the next
 		// callers wait for its acknowledgements.
+		if len(entries) == 1 {
+			// Append waits for the acknowledgement at most the client's
+			// timeout: a server that cannot write its store does not
+			// answer, and the caller's context may have no deadline.
+			r, err := l.Append(ctx, entries[0])
+			if err != nil {
+				return []Result{r}, []error{err}
+			}
+			return []Result{r}, nil
+		}
 		return l.AppendAsync(ctx, entries)
 	}
 	w := &groupWait{entries: entries, done: make(chan struct{})}
