@@ -55,7 +55,7 @@ func Bind(ctx context.Context, nc *nats.Conn) (*Log, error) {
 	for {
 		s, err := js.Stream(ctx, StreamName)
 		if err == nil {
-			return &Log{nc: nc, js: js, stream: s, partitions: partitionsOf(s.CachedInfo().Config)}, nil
+			return &Log{nc: nc, js: js, stream: s, partitions: partitionsOf(s.CachedInfo().Config), group: &grouper{}}, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -119,6 +119,16 @@ func (c *ControllerLog) AppendBatch(ctx context.Context, entries []Entry) ([]Res
 // AppendAsync sends entries to be written each on its own, as
 // Log.AppendAsync.
 func (c *ControllerLog) AppendAsync(ctx context.Context, entries []Entry) ([]Result, []error) {
+	return c.each(ctx, entries)
+}
+
+// AppendEach sends entries to be written each with its own outcome; the
+// instances commit them together with their other writers' (Log.AppendEach).
+func (c *ControllerLog) AppendEach(ctx context.Context, entries []Entry) ([]Result, []error) {
+	return c.each(ctx, entries)
+}
+
+func (c *ControllerLog) each(ctx context.Context, entries []Entry) ([]Result, []error) {
 	res, errs, err := c.request(ctx, false, entries)
 	if err != nil {
 		errs = make([]error, len(entries))

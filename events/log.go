@@ -40,6 +40,10 @@ type Config struct {
 	// incomplete batch, or none at all). The embedded server's
 	// StoreError and StoreErrorNow.
 	StoreError func(fresh bool) error
+	// AtomicGroups writes each group of AppendEach as one atomic batch:
+	// one fsync for the group on a server that fsyncs every write
+	// (--sync=always). Otherwise groups are pipelined (decision 0069).
+	AtomicGroups bool
 }
 
 func (c Config) withDefaults() Config {
@@ -76,6 +80,7 @@ type Log struct {
 	stream     jetstream.Stream
 	partitions int
 	storeErr   func(fresh bool) error
+	group      *grouper
 }
 
 // Open creates the stream or brings an existing one's settings up to date,
@@ -110,7 +115,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", StreamName, err)
 	}
-	return &Log{nc: nc, js: js, stream: s, partitions: partitions, storeErr: cfg.StoreError}, nil
+	return &Log{nc: nc, js: js, stream: s, partitions: partitions, storeErr: cfg.StoreError, group: &grouper{atomic: cfg.AtomicGroups}}, nil
 }
 
 func streamConfig(cfg Config, partitions int) jetstream.StreamConfig {
@@ -169,7 +174,7 @@ func (l *Log) OnConn(ctx context.Context, nc *nats.Conn) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("look up stream %s: %w", StreamName, err)
 	}
-	return &Log{nc: nc, js: js, stream: s, partitions: l.partitions, storeErr: l.storeErr}, nil
+	return &Log{nc: nc, js: js, stream: s, partitions: l.partitions, storeErr: l.storeErr, group: &grouper{atomic: l.group.atomic}}, nil
 }
 
 // Partitions is the number of partitions of the key space.

@@ -53,6 +53,14 @@ type commit struct {
 	done  func(events.Result, error)
 }
 
+// eachLog is a log that commits independent entries together with its
+// other writers' (events.Log.AppendEach, decision 0069): statuses then
+// share their group with the gate's single-object writes, and the log
+// decides between an atomic batch and a pipelined one.
+type eachLog interface {
+	AppendEach(ctx context.Context, entries []events.Entry) ([]events.Result, []error)
+}
+
 func newCommitter(log Log, group bool) *committer {
 	return &committer{log: log, group: group, kick: make(chan struct{}, 1), done: make(chan struct{})}
 }
@@ -111,6 +119,17 @@ func (cm *committer) write(batch []commit) {
 	entries := make([]events.Entry, len(batch))
 	for i, c := range batch {
 		entries[i] = c.entry
+	}
+	if each, ok := cm.log.(eachLog); ok {
+		res, errs := each.AppendEach(ctx, entries)
+		for i, c := range batch {
+			var err error
+			if errs != nil {
+				err = errs[i]
+			}
+			cm.deliver(c, res[i], err)
+		}
+		return
 	}
 	if len(batch) == 1 {
 		res, err := cm.log.Append(ctx, entries[0])

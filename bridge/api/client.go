@@ -46,8 +46,11 @@ var defaultHTTP = &http.Client{Transport: &http.Transport{
 	DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 	TLSHandshakeTimeout:   5 * time.Second,
 	ResponseHeaderTimeout: 2 * time.Minute,
-	MaxIdleConnsPerHost:   4,
-	IdleConnTimeout:       90 * time.Second,
+	// Enough to keep a connection open for each request a client sends
+	// at once (a controller's workers, a pipeline's parallel applies):
+	// one closed after every answer is a new connection for the next.
+	MaxIdleConnsPerHost: 64,
+	IdleConnTimeout:     90 * time.Second,
 }}
 
 func unreachable(base string, err error) error {
@@ -150,7 +153,13 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 		_, err = io.Copy(o, resp.Body)
 		return err
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return err
+	}
+	// Read what follows the value (its newline), so the connection is
+	// used again rather than closed with unread bytes.
+	_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	return err
 }
 
 func decodeError(resp *http.Response) error {

@@ -18,6 +18,14 @@ type asyncLog interface {
 	AppendAsync(ctx context.Context, entries []events.Entry) ([]events.Result, []error)
 }
 
+// eachLog is a log that commits independent entries together with its
+// other writers' (events.Log.AppendEach, decision 0069). A gate on such a
+// log leaves the grouping to it, so that single-object writes share their
+// group with the reconcilers' statuses and the controllers' writes.
+type eachLog interface {
+	AppendEach(ctx context.Context, entries []events.Entry) ([]events.Result, []error)
+}
+
 // groupWriter commits the single-entry writes of concurrent requests
 // together (decision 0051): whatever arrives while one group is being
 // written goes to the log as the next group, each request answered with
@@ -29,6 +37,7 @@ type asyncLog interface {
 // one round trip, each entry succeeding or failing on its own.
 type groupWriter struct {
 	log    Log
+	each   eachLog  // set: the log groups; the writer only passes entries on
 	async  asyncLog // nil: the log cannot pipeline; entries go one by one
 	atomic bool
 
@@ -47,12 +56,20 @@ type groupEntry struct {
 func newGroupWriter(log Log, atomic bool) *groupWriter {
 	w := &groupWriter{log: log, atomic: atomic}
 	w.async, _ = log.(asyncLog)
+	w.each, _ = log.(eachLog)
 	return w
 }
 
 // write appends e with whatever other writes are waiting, and returns its
 // own outcome.
 func (w *groupWriter) write(ctx context.Context, e events.Entry) (events.Result, error) {
+	if w.each != nil {
+		res, errs := w.each.AppendEach(ctx, []events.Entry{e})
+		if errs != nil {
+			return res[0], errs[0]
+		}
+		return res[0], nil
+	}
 	ge := &groupEntry{entry: e, done: make(chan struct{})}
 	w.mu.Lock()
 	w.pending = append(w.pending, ge)

@@ -103,6 +103,11 @@ func (c *Controllers) Write(ctx context.Context, w events.ControllerWrite) ([]ev
 		return res, nil
 	}
 	if !failed {
+		if each, ok := c.cfg.Log.(eachLog); ok {
+			// Committed with the instances' other writes; the log picks
+			// atomic or pipelined.
+			return each.AppendEach(ctx, entries)
+		}
 		if c.cfg.Group && len(entries) > 1 {
 			if res, err := c.cfg.Log.AppendBatch(ctx, entries); err == nil {
 				return res, nil
@@ -120,7 +125,13 @@ func (c *Controllers) Write(ctx context.Context, w events.ControllerWrite) ([]ev
 	}
 	res := make([]events.Result, len(entries))
 	if len(ok) > 0 {
-		r, e := c.cfg.Log.AppendAsync(ctx, ok)
+		var r []events.Result
+		var e []error
+		if each, isEach := c.cfg.Log.(eachLog); isEach {
+			r, e = each.AppendEach(ctx, ok)
+		} else {
+			r, e = c.cfg.Log.AppendAsync(ctx, ok)
+		}
 		for j, i := range at {
 			res[i] = r[j]
 			if e != nil {

@@ -36,6 +36,16 @@ func (c *conflictCountingLog) AppendBatch(ctx context.Context, entries []events.
 	return res, err
 }
 
+func (c *conflictCountingLog) AppendEach(ctx context.Context, entries []events.Entry) ([]events.Result, []error) {
+	res, errs := c.Log.AppendEach(ctx, entries)
+	for _, err := range errs {
+		if errors.Is(err, events.ErrConflict) {
+			c.conflicts.Add(1)
+		}
+	}
+	return res, errs
+}
+
 // env is a gate on a real log, with a store kept current by a projector.
 type env struct {
 	log   *conflictCountingLog

@@ -201,6 +201,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 	}
 	var rawBlobs *events.Blobs
+	cfg.Log.AtomicGroups = atomicGroups(cfg)
 	if a.log, rawBlobs, err = openLog(ctx, a.nc, cfg.Log, cfg.Logger); err != nil {
 		return nil, err
 	}
