@@ -194,6 +194,23 @@ func (w *Writer) AppendBatch(ctx context.Context, entries []events.Entry) ([]eve
 // AppendAsync checks every entry and appends those allowed, pipelined:
 // one result and error per entry, a refused entry's error its refusal.
 func (w *Writer) AppendAsync(ctx context.Context, entries []events.Entry) ([]events.Result, []error) {
+	return w.appendAllowed(ctx, entries, w.d.log.AppendAsync)
+}
+
+// AppendEach checks every entry and appends those allowed in the log's
+// group commit shared with its other writers (decision 0069), so that
+// writes through the door keep their place in it; on a log without one,
+// pipelined. One result and error per entry, as AppendAsync.
+func (w *Writer) AppendEach(ctx context.Context, entries []events.Entry) ([]events.Result, []error) {
+	if each, ok := w.d.log.(eachLog); ok {
+		return w.appendAllowed(ctx, entries, each.AppendEach)
+	}
+	return w.AppendAsync(ctx, entries)
+}
+
+// appendAllowed appends through write the entries the principal may
+// write; a refused entry's error is its refusal.
+func (w *Writer) appendAllowed(ctx context.Context, entries []events.Entry, write func(context.Context, []events.Entry) ([]events.Result, []error)) ([]events.Result, []error) {
 	var refused []error
 	for i, e := range entries {
 		if err := w.check(e); err != nil {
@@ -204,7 +221,7 @@ func (w *Writer) AppendAsync(ctx context.Context, entries []events.Entry) ([]eve
 		}
 	}
 	if refused == nil {
-		return w.d.log.AppendAsync(ctx, entries)
+		return write(ctx, entries)
 	}
 	var ok []events.Entry
 	var at []int
@@ -215,7 +232,7 @@ func (w *Writer) AppendAsync(ctx context.Context, entries []events.Entry) ([]eve
 	}
 	res, errs := make([]events.Result, len(entries)), refused
 	if len(ok) > 0 {
-		r, es := w.d.log.AppendAsync(ctx, ok)
+		r, es := write(ctx, ok)
 		for j, i := range at {
 			if r != nil {
 				res[i] = r[j]

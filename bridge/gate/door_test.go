@@ -57,6 +57,18 @@ spec: {nodeName: n2, containers: [{name: main, image: app:v1}]}
 		t.Fatalf("pipelined wrote %d events, want 1", n-before)
 	}
 
+	// In the log's group commit shared with other writers (AppendEach),
+	// refusals stay per entry too.
+	a := status(out[0])
+	a.Expect = events.AnyVersion
+	res, errs = n1.AppendEach(ctx, []events.Entry{a, status(out[1])})
+	if errs == nil || errs[0] != nil || !errors.Is(errs[1], gate.ErrForbidden) || res[0].Sequence == 0 {
+		t.Fatalf("grouped: %v %v, want [nil forbidden]", res, errs)
+	}
+	if n := e.count(t); n != before+2 {
+		t.Fatalf("grouped wrote %d events in all, want 2", n-before)
+	}
+
 	// A reconciler's writer records its own object's status, by the
 	// kind its actor names.
 	rec := door.Reconcilers()
