@@ -522,7 +522,7 @@ func (g *Gate) Delete(ctx context.Context, p Principal, k projections.Key, idemp
 // DeleteWith is Delete with a propagation policy for k's dependents
 // (propagation.go): Foreground and Orphan record their finalizer on k.
 func (g *Gate) DeleteWith(ctx context.Context, p Principal, k projections.Key, idempotencyKey string, prop Propagation) (Outcome, error) {
-	if err := prop.check(); err != nil {
+	if err := checkPropagation(prop); err != nil {
 		return Outcome{}, err
 	}
 	// Out of scope is refused before existence is told.
@@ -559,7 +559,7 @@ func (g *Gate) deleteOnce(ctx context.Context, p Principal, k projections.Key, i
 	} else {
 		req.Id = newUID()
 	}
-	if f := prop.finalizer(); f != "" {
+	if f := propagationFinalizer(prop); f != "" {
 		req.Object = &schemas.Object{Metadata: &schemas.ObjectMeta{Finalizers: []string{f}}}
 	}
 	entries := []events.Entry{{Event: req, Expect: cur.Metadata.GetResourceVersion()}}

@@ -8,35 +8,35 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
 )
 
 // Propagation is what deleting an owner does to its dependents (the
-// objects whose owner annotation names it), as Kubernetes' DeleteOptions
-// propagationPolicy says (decision 0071).
-type Propagation string
+// objects whose owner annotation names it): Kubernetes' DeleteOptions
+// propagationPolicy, with its values (decision 0071).
+type Propagation = metav1.DeletionPropagation
 
-// Propagation policies, spelled as Kubernetes spells them.
+// Propagation policies: Background deletes the owner at once and its
+// dependents after it (the default); Foreground keeps the owner, with its
+// deletionTimestamp and the foregroundDeletion finalizer, until its
+// dependents are gone; Orphan deletes the owner alone, its dependents lose
+// their owner and stay.
 const (
-	// Background deletes the owner at once and its dependents after it
-	// (the default).
-	Background Propagation = "Background"
-	// Foreground keeps the owner, with its deletionTimestamp and the
-	// foregroundDeletion finalizer, until its dependents are gone.
-	Foreground Propagation = "Foreground"
-	// Orphan deletes the owner alone: its dependents lose their owner and
-	// stay.
-	Orphan Propagation = "Orphan"
+	Background = metav1.DeletePropagationBackground
+	Foreground = metav1.DeletePropagationForeground
+	Orphan     = metav1.DeletePropagationOrphan
 )
 
 // The finalizers the DeleteRequested event of a Foreground or Orphan
 // deletion adds to the owner, with Kubernetes' names; the owner's
 // controller reads them when it finalizes.
 const (
-	FinalizerForeground = "foregroundDeletion"
-	FinalizerOrphan     = "orphan"
+	FinalizerForeground = metav1.FinalizerDeleteDependents
+	FinalizerOrphan     = metav1.FinalizerOrphanDependents
 )
 
 // ParsePropagation reads a policy as a Kubernetes client or jetplane's CLI
@@ -53,12 +53,14 @@ func ParsePropagation(s string) (Propagation, error) {
 	return "", invalid("propagation policy %q: use Background, Foreground or Orphan", s)
 }
 
-func (p Propagation) check() error {
+func checkPropagation(p Propagation) error {
 	_, err := ParsePropagation(string(p))
 	return err
 }
 
-func (p Propagation) finalizer() string {
+// propagationFinalizer is the finalizer a deletion with policy p adds to
+// the owner, if any.
+func propagationFinalizer(p Propagation) string {
 	switch p {
 	case Foreground:
 		return FinalizerForeground

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers"
@@ -55,8 +57,8 @@ func (w workloadWriter) Delete(ctx context.Context, owner *schemas.Object, actor
 
 // DeleteWith deletes k for owner's controller with a propagation policy
 // for k's own dependents.
-func (w workloadWriter) DeleteWith(ctx context.Context, owner *schemas.Object, actor string, k projections.Key, p workload.Propagation) error {
-	_, err := w.a.gate.DeleteWith(ctx, gate.Controller(actor, owner), k, "", gate.Propagation(p))
+func (w workloadWriter) DeleteWith(ctx context.Context, owner *schemas.Object, actor string, k projections.Key, p metav1.DeletionPropagation) error {
+	_, err := w.a.gate.DeleteWith(ctx, gate.Controller(actor, owner), k, "", p)
 	if errors.Is(err, gate.ErrNotFound) {
 		return nil
 	}

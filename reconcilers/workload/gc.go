@@ -8,28 +8,11 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers"
 	"github.com/jetplane/jetplane/schemas"
-)
-
-// Propagation is what deleting an owner does to its dependents, spelled as
-// Kubernetes' propagationPolicy (decision 0071).
-type Propagation string
-
-// Propagation policies.
-const (
-	Background Propagation = "Background"
-	Foreground Propagation = "Foreground"
-	Orphan     Propagation = "Orphan"
-)
-
-// The finalizers a Foreground or an Orphan deletion adds to the owner
-// (the gate records them with the deletion request), as Kubernetes names
-// them.
-const (
-	FinalizerForeground = "foregroundDeletion"
-	FinalizerOrphan     = "orphan"
 )
 
 // foregroundPoll runs a foreground deletion again this often although
@@ -61,7 +44,7 @@ func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (reconci
 	fins := obj.GetMetadata().GetFinalizers()
 	var errs []error
 	switch {
-	case slices.Contains(fins, FinalizerOrphan):
+	case slices.Contains(fins, metav1.FinalizerOrphanDependents):
 		for _, d := range deps {
 			if d.GetStatus().GetGoal() == projections.GoalDeleted {
 				continue
@@ -71,7 +54,7 @@ func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (reconci
 			}
 		}
 		return reconcilers.Result{}, errors.Join(errs...)
-	case slices.Contains(fins, FinalizerForeground):
+	case slices.Contains(fins, metav1.FinalizerDeleteDependents):
 		if len(deps) == 0 {
 			return reconcilers.Result{}, nil
 		}
@@ -79,10 +62,10 @@ func (r *Reconciler) Finalize(ctx context.Context, obj *schemas.Object) (reconci
 		for _, d := range deps {
 			dk := projections.ObjectKey(d)
 			names = append(names, dk.String())
-			if slices.Contains(d.GetMetadata().GetFinalizers(), FinalizerForeground) {
+			if slices.Contains(d.GetMetadata().GetFinalizers(), metav1.FinalizerDeleteDependents) {
 				continue // already deleted in the foreground
 			}
-			if err := r.cfg.Writer.DeleteWith(ctx, obj, r.actor(k), dk, Foreground); err != nil {
+			if err := r.cfg.Writer.DeleteWith(ctx, obj, r.actor(k), dk, metav1.DeletePropagationForeground); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/types/known/structpb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/jetplane/jetplane/projections"
@@ -98,7 +99,7 @@ func (w noWriter) Expire(context.Context, *schemas.Object, string) error {
 	w.t.Error("expired an observed object")
 	return nil
 }
-func (w noWriter) DeleteWith(context.Context, *schemas.Object, string, projections.Key, Propagation) error {
+func (w noWriter) DeleteWith(context.Context, *schemas.Object, string, projections.Key, metav1.DeletionPropagation) error {
 	w.t.Error("deleted for an observed object")
 	return nil
 }

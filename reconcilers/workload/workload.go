@@ -92,7 +92,7 @@ type Writer interface {
 	Expire(ctx context.Context, obj *schemas.Object, actor string) error
 	// DeleteWith is Delete with a propagation policy for k's own
 	// dependents (gc.go): a foreground deletion propagates.
-	DeleteWith(ctx context.Context, owner *schemas.Object, actor string, k projections.Key, p Propagation) error
+	DeleteWith(ctx context.Context, owner *schemas.Object, actor string, k projections.Key, p metav1.DeletionPropagation) error
 	// Release clears k's owner (owner deleted with the Orphan policy); k
 	// stays, and owner's key may adopt it again. A key already gone is not
 	// an error.
