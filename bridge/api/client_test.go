@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jetplane/jetplane/bridge/api"
 )
@@ -18,6 +19,9 @@ import (
 func TestClientReusesConnections(t *testing.T) {
 	var conns atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Answers take a moment, so that every worker has a request in
+		// flight at once, as against a server that writes.
+		time.Sleep(2 * time.Millisecond)
 		w.Header().Set("Content-Type", "application/json")
 		// A JSON answer ends with a newline, as the API's encoder writes it.
 		_, _ = w.Write([]byte("{\"results\":[]}\n"))
@@ -30,7 +34,7 @@ func TestClientReusesConnections(t *testing.T) {
 	srv.Start()
 	t.Cleanup(srv.Close)
 	c := &api.Client{BaseURL: srv.URL}
-	const workers, each = 16, 20
+	const workers, each = 16, 100
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
@@ -45,7 +49,9 @@ func TestClientReusesConnections(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if n := conns.Load(); n > workers {
-		t.Fatalf("%d connections for %d requests from %d workers; want at most one per worker", n, workers*each, workers)
+	// A worker's connection goes back to the pool just after its answer is
+	// read, so its next request may now and then dial a new one.
+	if n := conns.Load(); n > workers+4 {
+		t.Fatalf("%d connections for %d requests from %d workers; want about one per worker", n, workers*each, workers)
 	}
 }
