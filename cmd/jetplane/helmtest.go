@@ -20,6 +20,11 @@ func newHelm(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "helm",
 		Short: "Helm operations on a HelmRelease (test)",
+		Long: `Helm operations on a HelmRelease that go beyond applying it: "helm test"
+runs the release's test hooks. Installs, upgrades and rollbacks are applies of
+HelmRelease objects ("jetplane apply", "jetplane rollback").`,
+		Example: `  jetplane helm test HelmRelease/apps/web
+  jetplane helm test web -n apps --timeout 10m`,
 	}
 	cmd.AddCommand(newHelmTest(g))
 	return cmd
