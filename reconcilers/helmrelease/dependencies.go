@@ -1,0 +1,133 @@
+package helmrelease
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart"
+
+	"github.com/jetplane/jetplane/internal/render"
+)
+
+// Dependencies is what a chart's missing dependencies were fetched into:
+// each packaged subchart, as `helm dependency build` would have put it in
+// charts/.
+type Dependencies struct {
+	// Archives are the packaged subcharts, in Chart.yaml's order.
+	Archives [][]byte
+	// Versions name what was fetched, "name version" each.
+	Versions []string
+}
+
+// Vendor fetches, with client, the dependencies c's Chart.yaml names that
+// its charts/ directory lacks, from the http(s) repository each names, and
+// adds them to c as subcharts: what `helm dependency build` followed by
+// helm install does. A Chart.lock pins each version (and must agree with
+// Chart.yaml, as helm requires); without one the highest version matching
+// the constraint wins. Dependencies whose repository jetplane cannot reach
+// by itself (a name given by `helm repo add`, oci://, file://, none) are
+// refused with helm's message, as is one whose repository fails, with the
+// repository's error.
+//
+// It is for `jetplane template`; the HelmRelease reconciler does the same
+// with its repository cache.
+func Vendor(ctx context.Context, client *http.Client, c *chart.Chart) (Dependencies, error) {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	deps, _, err := vendor(ctx, &repository{client: client}, c)
+	return deps, err
+}
+
+// errLockOutOfSync is helm's refusal of a Chart.lock written for other
+// dependencies.
+var errLockOutOfSync = errors.New("the lock file (Chart.lock) is out of sync with the dependencies file (Chart.yaml). Please update the dependencies")
+
+// vendor is Vendor with repo; retry says the error is a repository's
+// failure to answer, which may pass, not the chart's.
+func vendor(ctx context.Context, repo *repository, c *chart.Chart) (_ Dependencies, retry bool, _ error) {
+	var out Dependencies
+	missing := render.MissingDependencies(c)
+	if len(missing) == 0 {
+		return out, false, nil
+	}
+	pinned, err := lockedVersions(c)
+	if err != nil {
+		return out, false, &render.Error{Template: "Chart.lock", Reason: err.Error()}
+	}
+	var unreachable []*chart.Dependency
+	var why []string
+	for _, d := range missing {
+		if !strings.HasPrefix(d.Repository, "http://") && !strings.HasPrefix(d.Repository, "https://") {
+			unreachable = append(unreachable, d)
+			switch {
+			case d.Repository == "":
+				why = append(why, d.Name+": no repository; vendor it into charts/ with helm dependency build")
+			default:
+				why = append(why, fmt.Sprintf("%s: repository %q is not an http(s) URL jetplane can fetch from; vendor it with helm dependency build, or name the repository by its URL", d.Name, d.Repository))
+			}
+			continue
+		}
+		version := d.Version
+		if v, ok := pinned[d.Name]; ok {
+			version = v
+		}
+		if version == "" {
+			version = "*" // helm: no version is any version
+		}
+		archive, got, err := repo.fetch(ctx, d.Repository, d.Name, version)
+		if err == nil {
+			var sub *chart.Chart
+			if sub, err = render.Load(archive); err == nil && sub.Name() != d.Name {
+				err = fmt.Errorf("the archive of %s %s holds chart %q", d.Name, got, sub.Name())
+			}
+			if err == nil {
+				c.AddDependency(sub)
+				out.Archives = append(out.Archives, archive)
+				out.Versions = append(out.Versions, d.Name+" "+got)
+				continue
+			}
+		}
+		if errors.Is(err, render.ErrTooLarge) {
+			// The chart's own fault, not the repository's: no retry helps.
+			return out, false, fmt.Errorf("dependency %s from %s: %w", d.Name, d.Repository, err)
+		}
+		retry = true
+		unreachable = append(unreachable, d)
+		why = append(why, fmt.Sprintf("fetching %s %s from %s: %v", d.Name, version, d.Repository, err))
+	}
+	if len(unreachable) > 0 {
+		return out, retry, render.DependencyError(unreachable, strings.Join(why, "; "))
+	}
+	return out, false, nil
+}
+
+// lockedVersions are the versions c's Chart.lock pins, by dependency name;
+// a lock whose digest is not that of Chart.yaml's dependencies and its own
+// is refused, as helm dependency build refuses it.
+func lockedVersions(c *chart.Chart) (map[string]string, error) {
+	if c.Lock == nil {
+		return nil, nil
+	}
+	data, err := json.Marshal([2][]*chart.Dependency{c.Metadata.Dependencies, c.Lock.Dependencies})
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
+	if "sha256:"+hex.EncodeToString(sum[:]) != c.Lock.Digest {
+		return nil, errLockOutOfSync
+	}
+	out := map[string]string{}
+	for _, d := range c.Lock.Dependencies {
+		if d != nil {
+			out[d.Name] = d.Version
+		}
+	}
+	return out, nil
+}
