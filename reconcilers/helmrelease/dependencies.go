@@ -100,7 +100,10 @@ func vendor(ctx context.Context, repo *repository, c *chart.Chart) (_ Dependenci
 		}
 		retry = true
 		unreachable = append(unreachable, d)
-		why = append(why, fmt.Sprintf("fetching %s %s from %s: %v", d.Name, version, d.Repository, err))
+		if !strings.Contains(err.Error(), d.Repository) {
+			err = fmt.Errorf("repository %s: %w", d.Repository, err)
+		}
+		why = append(why, fmt.Sprintf("fetching %s %s: %v", d.Name, version, err))
 	}
 	if len(unreachable) > 0 {
 		return out, retry, render.DependencyError(unreachable, strings.Join(why, "; "))
