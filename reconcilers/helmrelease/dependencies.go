@@ -63,7 +63,11 @@ func vendor(ctx context.Context, repo *repository, c *chart.Chart) (_ Dependenci
 	}
 	var unreachable []*chart.Dependency
 	var why []string
+	added := map[string]bool{}
 	for _, d := range missing {
+		if added[d.Name] {
+			continue // the same chart under another alias: fetched once, as charts/ holds it once
+		}
 		if !strings.HasPrefix(d.Repository, "http://") && !strings.HasPrefix(d.Repository, "https://") {
 			unreachable = append(unreachable, d)
 			switch {
@@ -89,6 +93,7 @@ func vendor(ctx context.Context, repo *repository, c *chart.Chart) (_ Dependenci
 			}
 			if err == nil {
 				c.AddDependency(sub)
+				added[d.Name] = true
 				out.Archives = append(out.Archives, archive)
 				out.Versions = append(out.Versions, d.Name+" "+got)
 				continue

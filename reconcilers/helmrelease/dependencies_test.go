@@ -306,3 +306,45 @@ func TestVendorDependenciesRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestVendorDependencyAliases: one chart named twice under two aliases is
+// fetched once and rendered twice, as helm renders it vendored by helm.
+func TestVendorDependencyAliases(t *testing.T) {
+	repo := newChartRepo(t)
+	repo.add("named", "1.0.0", testenv.Chart(t, map[string]string{
+		"Chart.yaml":               "apiVersion: v2\nname: named\nversion: 1.0.0\n",
+		"values.yaml":              "size: small\n",
+		"templates/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Chart.Name }}\ndata:\n  size: {{ .Values.size | quote }}\n",
+	}))
+	dir := testenv.ChartDir(t, map[string]string{
+		"Chart.yaml": "apiVersion: v2\nname: web\nversion: 0.1.0\ndependencies:\n" +
+			"- {name: named, alias: first, version: 1.0.0, repository: \"" + repo.url() + "\"}\n" +
+			"- {name: named, alias: second, version: 1.0.0, repository: \"" + repo.url() + "\"}\n",
+		"values.yaml": "second:\n  size: large\n",
+	})
+	helmDependencyUpdate(t, dir)
+	vendored, err := loader.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := helmTemplate(t, vendored)
+	if err := os.RemoveAll(filepath.Join(dir, "charts")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loader.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := helmrelease.Vendor(t.Context(), nil, c); err != nil {
+		t.Fatalf("vendor: %v", err)
+	}
+	got := manifests(t, c)
+	if len(want) != 2 || len(got) != len(want) {
+		t.Fatalf("jetplane %v\nhelm %v", got, want)
+	}
+	for key, w := range want {
+		if g, ok := got[key]; !ok || !subsetOf(w, g) {
+			t.Errorf("%s:\njetplane %v\n    helm %v", key, g, w)
+		}
+	}
+}
