@@ -19,7 +19,7 @@ import (
 // from charts/ gets it from the Helm HTTP repository its Chart.yaml
 // names, and renders the subchart's objects with the parent's values; a
 // repository that does not answer is reported with helm's message and
-// the repository.
+// the repository and retried; one named by a `helm repo add` name fails.
 func TestHelmReleaseDependencies(t *testing.T) {
 	common := testenv.Chart(t, map[string]string{
 		"Chart.yaml":               "apiVersion: v2\nname: common\nversion: 1.2.0\n",
@@ -51,6 +51,9 @@ func TestHelmReleaseDependencies(t *testing.T) {
 	if _, err := c.PushChart(ctx, "web", "0.2.0", web("0.2.0", down.URL+"/repo")); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.PushChart(ctx, "web", "0.3.0", web("0.3.0", "@stable")); err != nil {
+		t.Fatal(err)
+	}
 	applyYAML(t, c, releaseYAML("", "0.1.0", "{}"))
 	waitRelease(t, a, "Ready with its dependency", isReady)
 	cm := a.Store().Get(projections.Key{Kind: "ConfigMap", Namespace: "shop", Name: "common"})
@@ -65,6 +68,13 @@ func TestHelmReleaseDependencies(t *testing.T) {
 		if !strings.Contains(msg, w) {
 			t.Errorf("status %q lacks %q", msg, w)
 		}
+	}
+	// A repository jetplane cannot reach by itself is the chart's fault:
+	// no retry helps.
+	applyYAML(t, c, releaseYAML("", "0.3.0", "{}"))
+	rel = waitRelease(t, a, "a repository name refused", func(o *schemas.Object) bool { return o.GetStatus().GetPhase() == "Failed" })
+	if msg := rel.GetStatus().GetMessage(); !strings.Contains(msg, `missing in charts/ directory: common (common: repository "@stable" is not an http(s) URL`) {
+		t.Errorf("status %q", msg)
 	}
 	if a.Store().Get(projections.Key{Kind: "ConfigMap", Namespace: "shop", Name: "common"}) == nil {
 		t.Fatal("a revision that failed to fetch removed the running one's objects")

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
+	"github.com/Masterminds/semver/v3"
 	"helm.sh/helm/v3/pkg/chart"
 
 	"github.com/jetplane/jetplane/internal/render"
@@ -36,10 +38,10 @@ type Dependencies struct {
 // repository's error.
 //
 // It is for `jetplane template`; the HelmRelease reconciler does the same
-// with its repository cache.
+// with its repository cache. A nil client is one with a 30-second timeout.
 func Vendor(ctx context.Context, client *http.Client, c *chart.Chart) (Dependencies, error) {
 	if client == nil {
-		client = http.DefaultClient
+		client = &http.Client{Timeout: 30 * time.Second}
 	}
 	deps, _, err := vendor(ctx, &repository{client: client}, c)
 	return deps, err
@@ -84,6 +86,11 @@ func vendor(ctx context.Context, repo *repository, c *chart.Chart) (_ Dependenci
 		}
 		if version == "" {
 			version = "*" // helm: no version is any version
+		}
+		if _, err := semver.NewConstraint(version); err != nil {
+			unreachable = append(unreachable, d)
+			why = append(why, fmt.Sprintf("%s: version %q: %v", d.Name, version, err))
+			continue
 		}
 		archive, got, err := repo.fetch(ctx, d.Repository, d.Name, version)
 		if err == nil {

@@ -279,6 +279,8 @@ func TestVendorDependenciesRefused(t *testing.T) {
 			[]string{"found in Chart.yaml, but missing in charts/ directory: common", "fetching common ^1.0.0: repository " + downURL + `: Get "` + downURL + `/index.yaml"`}},
 		{"no such version", webWithDependency(repo.url(), `"^2.0.0"`),
 			[]string{"missing in charts/ directory: common", "has no version ^2.0.0 of chart common (it has 1.2.0)"}},
+		{"bad constraint", webWithDependency(repo.url(), `"not a version"`),
+			[]string{"missing in charts/ directory: common", `common: version "not a version"`}},
 		{"repository name", webWithDependency(`"@stable"`, `"^1.0.0"`),
 			[]string{"missing in charts/ directory: common", `repository "@stable" is not an http(s) URL jetplane can fetch from`}},
 		{"lock out of sync", func() map[string]string {
