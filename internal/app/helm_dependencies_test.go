@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jetplane/jetplane/internal/app"
@@ -31,6 +32,18 @@ func TestHelmReleaseDependencies(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /repo/index.yaml", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(index)) })
 	mux.HandleFunc("GET /repo/common-1.2.0.tgz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(common) })
+	// /flaky is the same repository, answering 503 until flaky is false.
+	var flaky atomic.Bool
+	flaky.Store(true)
+	mux.HandleFunc("GET /flaky/{file}", func(w http.ResponseWriter, r *http.Request) {
+		if flaky.Load() {
+			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = "/repo/" + r.PathValue("file")
+		mux.ServeHTTP(w, r2)
+	})
 	repo := httptest.NewServer(mux)
 	t.Cleanup(repo.Close)
 	down := httptest.NewServer(http.NotFoundHandler())
@@ -78,5 +91,21 @@ func TestHelmReleaseDependencies(t *testing.T) {
 	}
 	if a.Store().Get(projections.Key{Kind: "ConfigMap", Namespace: "shop", Name: "common"}) == nil {
 		t.Fatal("a revision that failed to fetch removed the running one's objects")
+	}
+
+	// A repository that fails is tried again: once it answers, the
+	// release renders.
+	if _, err := c.PushChart(ctx, "web", "0.4.0", web("0.4.0", repo.URL+"/flaky")); err != nil {
+		t.Fatal(err)
+	}
+	applyYAML(t, c, releaseYAML("", "0.4.0", "{}"))
+	rel = waitRelease(t, a, "a failing repository reported", func(o *schemas.Object) bool { return o.GetStatus().GetPhase() == "Error" })
+	if msg := rel.GetStatus().GetMessage(); !strings.Contains(msg, "503 Service Unavailable") || !strings.Contains(msg, repo.URL+"/flaky") {
+		t.Errorf("status %q", msg)
+	}
+	flaky.Store(false)
+	rel = waitRelease(t, a, "Ready once the repository answers", isReady)
+	if msg := rel.GetStatus().GetMessage(); !strings.Contains(msg, "chart web 0.4.0") {
+		t.Errorf("status %q", msg)
 	}
 }
