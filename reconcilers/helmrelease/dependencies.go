@@ -49,7 +49,10 @@ func Vendor(ctx context.Context, client *http.Client, c *chart.Chart) (Dependenc
 
 // errLockOutOfSync is helm's refusal of a Chart.lock written for other
 // dependencies.
-var errLockOutOfSync = errors.New("the lock file (Chart.lock) is out of sync with the dependencies file (Chart.yaml). Please update the dependencies")
+var (
+	errLockOutOfSync         = errors.New("the lock file (Chart.lock) is out of sync with the dependencies file (Chart.yaml). Please update the dependencies")
+	errRequirementsOutOfSync = errors.New("the lock file (requirements.lock) is out of sync with the dependencies file (requirements.yaml). Please update the dependencies")
+)
 
 // vendor is Vendor with repo; retry says the error is a repository's
 // failure to answer, which may pass, not the chart's.
@@ -61,7 +64,7 @@ func vendor(ctx context.Context, repo *repository, c *chart.Chart) (_ Dependenci
 	}
 	pinned, err := lockedVersions(c)
 	if err != nil {
-		return out, false, &render.Error{Template: "Chart.lock", Reason: err.Error()}
+		return out, false, &render.Error{Template: lockFile(c), Reason: err.Error()}
 	}
 	var unreachable []*chart.Dependency
 	var why []string
@@ -125,18 +128,26 @@ func vendor(ctx context.Context, repo *repository, c *chart.Chart) (_ Dependenci
 
 // lockedVersions are the versions c's Chart.lock pins, by dependency name;
 // a lock whose digest is not that of Chart.yaml's dependencies and its own
-// is refused, as helm dependency build refuses it.
+// is refused, as helm dependency build refuses it. A chart of apiVersion
+// v1 (requirements.yaml and requirements.lock) may also carry the digest
+// Helm 2 wrote, of the requirements alone, as helm accepts.
 func lockedVersions(c *chart.Chart) (map[string]string, error) {
 	if c.Lock == nil {
 		return nil, nil
 	}
-	data, err := json.Marshal([2][]*chart.Dependency{c.Metadata.Dependencies, c.Lock.Dependencies})
-	if err != nil {
-		return nil, err
+	digest := func(v any) string {
+		data, _ := json.Marshal(v) // of plain structs: cannot fail
+		sum := sha256.Sum256(data)
+		return "sha256:" + hex.EncodeToString(sum[:])
 	}
-	sum := sha256.Sum256(data)
-	if "sha256:"+hex.EncodeToString(sum[:]) != c.Lock.Digest {
-		return nil, errLockOutOfSync
+	req := c.Metadata.Dependencies
+	if digest([2][]*chart.Dependency{req, c.Lock.Dependencies}) != c.Lock.Digest {
+		if c.Metadata.APIVersion != chart.APIVersionV1 {
+			return nil, errLockOutOfSync
+		}
+		if digest(map[string][]*chart.Dependency{"dependencies": req}) != c.Lock.Digest {
+			return nil, errRequirementsOutOfSync
+		}
 	}
 	out := map[string]string{}
 	for _, d := range c.Lock.Dependencies {
@@ -145,4 +156,12 @@ func lockedVersions(c *chart.Chart) (map[string]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// lockFile is the name of c's lock file.
+func lockFile(c *chart.Chart) string {
+	if c.Metadata.APIVersion == chart.APIVersionV1 {
+		return "requirements.lock"
+	}
+	return "Chart.lock"
 }

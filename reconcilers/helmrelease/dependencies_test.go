@@ -288,6 +288,11 @@ func TestVendorDependenciesRefused(t *testing.T) {
 			f["Chart.lock"] = "dependencies:\n- {name: common, repository: " + repo.url() + ", version: 1.2.0}\ndigest: sha256:0000\ngenerated: \"2026-01-01T00:00:00Z\"\n"
 			return f
 		}(), []string{"Chart.lock: the lock file (Chart.lock) is out of sync with the dependencies file (Chart.yaml). Please update the dependencies"}},
+		{"requirements.lock out of sync", map[string]string{
+			"Chart.yaml":        "apiVersion: v1\nname: web\nversion: 0.1.0\n",
+			"requirements.yaml": "dependencies:\n- {name: common, version: ^1.0.0, repository: \"" + repo.url() + "\"}\n",
+			"requirements.lock": "dependencies:\n- {name: common, repository: \"" + repo.url() + "\", version: 1.2.0}\ndigest: sha256:0000\ngenerated: \"2026-01-01T00:00:00Z\"\n",
+		}, []string{"requirements.lock: the lock file (requirements.lock) is out of sync with the dependencies file (requirements.yaml)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -348,5 +353,33 @@ func TestVendorDependencyAliases(t *testing.T) {
 		if g, ok := got[key]; !ok || !subsetOf(w, g) {
 			t.Errorf("%s:\njetplane %v\n    helm %v", key, g, w)
 		}
+	}
+}
+
+// TestVendorRequirementsLock: a chart of apiVersion v1 names its
+// dependencies in requirements.yaml; the requirements.lock helm writes
+// for it pins the version, as Chart.lock does.
+func TestVendorRequirementsLock(t *testing.T) {
+	repo := newChartRepo(t)
+	repo.add("common", "1.2.0", testenv.Chart(t, commonChart("1.2.0")))
+	files := webWithDependency(repo.url(), `"^1.0.0"`)
+	files["Chart.yaml"] = "apiVersion: v1\nname: web\nversion: 0.1.0\n"
+	files["requirements.yaml"] = "dependencies:\n- {name: common, version: ^1.0.0, repository: \"" + repo.url() + "\"}\n"
+	dir := testenv.ChartDir(t, files)
+	helmDependencyUpdate(t, dir)
+	repo.add("common", "1.3.0", testenv.Chart(t, commonChart("1.3.0")))
+	if err := os.RemoveAll(filepath.Join(dir, "charts")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loader.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Lock == nil {
+		t.Fatal("helm wrote no requirements.lock")
+	}
+	deps, err := helmrelease.Vendor(t.Context(), nil, c)
+	if err != nil || fmt.Sprint(deps.Versions) != "[common 1.2.0]" {
+		t.Fatalf("vendor: %v, %v; want the locked common 1.2.0", deps.Versions, err)
 	}
 }
