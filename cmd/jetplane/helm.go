@@ -205,8 +205,9 @@ as a HelmRelease renders it, and print the objects jetplane would store:
 the rendered objects themselves, or with --cluster the Apply objects that
 push them into that cluster. Nothing is sent to jetplane. Dependencies that
 Chart.yaml names but charts/ lacks are fetched, as a HelmRelease fetches
-them, from the http(s) repository each names (Chart.lock pins versions);
---offline refuses them instead, as helm does. Hooks and tests,
+them, from the http(s) repository each names (Chart.lock pins versions),
+or read from a file:// path relative to a chart directory; --offline
+refuses them instead, as helm does. Hooks and tests,
 which a release runs around its revisions (and 'jetplane helm test'), are
 not printed: they are listed on stderr.`,
 		Example: `  jetplane template web ./charts/web -n shop --set replicas=3
@@ -221,7 +222,11 @@ not printed: they are listed on stderr.`,
 				return err
 			}
 			if !offline {
-				deps, err := helmrelease.Vendor(cmd.Context(), &http.Client{Timeout: 30 * time.Second}, c)
+				dir := ""
+				if fi, err := os.Stat(args[1]); err == nil && fi.IsDir() {
+					dir = args[1] // file:// dependencies are relative to it
+				}
+				deps, err := helmrelease.Vendor(cmd.Context(), &http.Client{Timeout: 30 * time.Second}, c, dir)
 				if err != nil {
 					return err
 				}

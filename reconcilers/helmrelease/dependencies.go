@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/Masterminds/semver/v3"
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
 
 	"github.com/jetplane/jetplane/internal/render"
 )
@@ -33,17 +35,22 @@ type Dependencies struct {
 // helm install does. A Chart.lock pins each version (and must agree with
 // Chart.yaml, as helm requires); without one the highest version matching
 // the constraint wins. Dependencies whose repository jetplane cannot reach
-// by itself (a name given by `helm repo add`, oci://, file://, none) are
+// by itself (a name given by `helm repo add`, oci://, none) are
 // refused with helm's message, as is one whose repository fails, with the
 // repository's error.
 //
 // It is for `jetplane template`; the HelmRelease reconciler does the same
 // with its repository cache. A nil client is one with a 30-second timeout.
-func Vendor(ctx context.Context, client *http.Client, c *chart.Chart) (Dependencies, error) {
+//
+// dir is the chart's directory when it was read from one: a file://
+// repository, relative to it, is the directory or archive of the
+// dependency, as helm dependency build reads it. Without dir (a packaged
+// chart, a release's chart) file:// is refused.
+func Vendor(ctx context.Context, client *http.Client, c *chart.Chart, dir string) (Dependencies, error) {
 	if client == nil {
 		client = &http.Client{Timeout: 30 * time.Second}
 	}
-	deps, _, err := vendor(ctx, &repository{client: client}, c)
+	deps, _, err := vendor(ctx, &repository{client: client}, c, dir)
 	return deps, err
 }
 
@@ -56,7 +63,7 @@ var (
 
 // vendor is Vendor with repo; retry says the error is a repository's
 // failure to answer, which may pass, not the chart's.
-func vendor(ctx context.Context, repo *repository, c *chart.Chart) (_ Dependencies, retry bool, _ error) {
+func vendor(ctx context.Context, repo *repository, c *chart.Chart, dir string) (_ Dependencies, retry bool, _ error) {
 	var out Dependencies
 	missing := render.MissingDependencies(c)
 	if len(missing) == 0 {
@@ -72,6 +79,18 @@ func vendor(ctx context.Context, repo *repository, c *chart.Chart) (_ Dependenci
 	for _, d := range missing {
 		if added[d.Name] {
 			continue // the same chart under another alias: fetched once, as charts/ holds it once
+		}
+		if local, ok := strings.CutPrefix(d.Repository, "file://"); ok && dir != "" {
+			sub, err := localDependency(dir, local, d)
+			if err != nil {
+				unreachable = append(unreachable, d)
+				why = append(why, fmt.Sprintf("%s: %v", d.Name, err))
+				continue
+			}
+			c.AddDependency(sub)
+			added[d.Name] = true
+			out.Versions = append(out.Versions, d.Name+" "+sub.Metadata.Version)
+			continue
 		}
 		if !strings.HasPrefix(d.Repository, "http://") && !strings.HasPrefix(d.Repository, "https://") {
 			unreachable = append(unreachable, d)
@@ -124,6 +143,33 @@ func vendor(ctx context.Context, repo *repository, c *chart.Chart) (_ Dependenci
 		return out, retry, render.DependencyError(unreachable, strings.Join(why, "; "))
 	}
 	return out, false, nil
+}
+
+// localDependency loads d from path (a file:// repository: a chart
+// directory or archive, relative to the chart's directory dir) and checks
+// its version against d's constraint, as helm dependency build does.
+func localDependency(dir, path string, d *chart.Dependency) (*chart.Chart, error) {
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	sub, err := loader.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("file://%s: %w", path, err)
+	}
+	if sub.Name() != d.Name {
+		return nil, fmt.Errorf("file://%s holds chart %q", path, sub.Name())
+	}
+	if d.Version != "" {
+		constraint, err := semver.NewConstraint(d.Version)
+		if err != nil {
+			return nil, fmt.Errorf("version %q: %v", d.Version, err)
+		}
+		v, err := semver.NewVersion(sub.Metadata.Version)
+		if err != nil || !constraint.Check(v) {
+			return nil, fmt.Errorf("file://%s holds version %s, not %s", path, sub.Metadata.Version, d.Version)
+		}
+	}
+	return sub, nil
 }
 
 // lockedVersions are the versions c's Chart.lock pins, by dependency name;

@@ -209,7 +209,7 @@ func TestVendorDependencies(t *testing.T) {
 	if _, err := render.Render(c, render.Options{ReleaseName: "web"}); err == nil || !strings.Contains(err.Error(), "found in Chart.yaml, but missing in charts/ directory: common") {
 		t.Fatalf("before fetching: %v, want helm's message", err)
 	}
-	deps, err := helmrelease.Vendor(t.Context(), nil, c)
+	deps, err := helmrelease.Vendor(t.Context(), nil, c, "")
 	if err != nil {
 		t.Fatalf("vendor: %v", err)
 	}
@@ -234,7 +234,7 @@ func TestVendorDependencies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if deps, err = helmrelease.Vendor(t.Context(), nil, c); err != nil || fmt.Sprint(deps.Versions) != "[common 1.3.0]" {
+	if deps, err = helmrelease.Vendor(t.Context(), nil, c, ""); err != nil || fmt.Sprint(deps.Versions) != "[common 1.3.0]" {
 		t.Fatalf("without a lock: %v, %v; want common 1.3.0", deps.Versions, err)
 	}
 	if v := manifests(t, c)["ConfigMap/web-settings"]["metadata"].(map[string]any)["labels"].(map[string]any)["common.example/version"]; v != "1.3.0" {
@@ -300,7 +300,7 @@ func TestVendorDependenciesRefused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = helmrelease.Vendor(t.Context(), nil, c)
+			_, err = helmrelease.Vendor(t.Context(), nil, c, "")
 			if err == nil {
 				t.Fatal("vendored")
 			}
@@ -342,7 +342,7 @@ func TestVendorDependencyAliases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := helmrelease.Vendor(t.Context(), nil, c); err != nil {
+	if _, err := helmrelease.Vendor(t.Context(), nil, c, ""); err != nil {
 		t.Fatalf("vendor: %v", err)
 	}
 	got := manifests(t, c)
@@ -378,8 +378,67 @@ func TestVendorRequirementsLock(t *testing.T) {
 	if c.Lock == nil {
 		t.Fatal("helm wrote no requirements.lock")
 	}
-	deps, err := helmrelease.Vendor(t.Context(), nil, c)
+	deps, err := helmrelease.Vendor(t.Context(), nil, c, "")
 	if err != nil || fmt.Sprint(deps.Versions) != "[common 1.2.0]" {
 		t.Fatalf("vendor: %v, %v; want the locked common 1.2.0", deps.Versions, err)
+	}
+}
+
+// TestVendorLocalDependency: a file:// dependency of a chart read from a
+// directory is read from the path relative to it, and renders as helm
+// renders it vendored by helm; without the directory it is refused.
+func TestVendorLocalDependency(t *testing.T) {
+	root := t.TempDir()
+	write := func(dir string, files map[string]string) {
+		for name, content := range files {
+			p := filepath.Join(root, dir, name)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write("common", commonChart("1.2.0"))
+	write("web", webWithDependency("file://../common", `"~1.2"`))
+	dir := filepath.Join(root, "web")
+	load := func() *chart.Chart {
+		t.Helper()
+		c, err := loader.LoadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if _, err := helmrelease.Vendor(t.Context(), nil, load(), ""); err == nil || !strings.Contains(err.Error(), `repository "file://../common" is not an http(s) URL`) {
+		t.Fatalf("file:// without the chart's directory: %v", err)
+	}
+	c := load()
+	if deps, err := helmrelease.Vendor(t.Context(), nil, c, dir); err != nil || fmt.Sprint(deps.Versions) != "[common 1.2.0]" {
+		t.Fatalf("vendor: %v, %v", deps.Versions, err)
+	}
+	got := manifests(t, c)
+
+	helmDependencyUpdate(t, dir)
+	want := helmTemplate(t, load())
+	if len(want) != 2 || len(got) != len(want) {
+		t.Fatalf("jetplane %v\nhelm %v", got, want)
+	}
+	for key, w := range want {
+		if g, ok := got[key]; !ok || !subsetOf(w, g) {
+			t.Errorf("%s:\njetplane %v\n    helm %v", key, g, w)
+		}
+	}
+
+	write("web", webWithDependency("file://../common", `"^2.0.0"`))
+	if err := os.RemoveAll(filepath.Join(dir, "charts")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "Chart.lock")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := helmrelease.Vendor(t.Context(), nil, load(), dir); err == nil || !strings.Contains(err.Error(), "holds version 1.2.0, not ^2.0.0") {
+		t.Fatalf("a version the constraint refuses: %v", err)
 	}
 }

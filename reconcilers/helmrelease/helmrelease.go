@@ -669,7 +669,7 @@ func (r *Reconciler) loadChart(ctx context.Context, spec *Spec, version string, 
 		r.mu.Unlock()
 		return c, Dependencies{}, nil
 	}
-	deps, retry, err := vendor(ctx, r.repo, c)
+	deps, retry, err := vendor(ctx, r.repo, c, "")
 	if err != nil {
 		err = fmt.Errorf("chart %s %s: %w", spec.Chart.Name, version, err)
 		if !retry {
