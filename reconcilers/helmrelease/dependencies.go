@@ -23,9 +23,10 @@ import (
 // each packaged subchart, as `helm dependency build` would have put it in
 // charts/.
 type Dependencies struct {
-	// Archives are the packaged subcharts, in Chart.yaml's order.
+	// Archives are the packaged subcharts fetched from repositories, in
+	// Chart.yaml's order (file:// ones are read, not fetched).
 	Archives [][]byte
-	// Versions name what was fetched, "name version" each.
+	// Versions name every dependency added, "name version" each.
 	Versions []string
 }
 
