@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -195,13 +196,18 @@ the revisions with 'jetplane history'.`,
 func newTemplate() *cobra.Command {
 	var ns, cluster, kubeVersion, output string
 	var valueFiles, sets []string
+	var offline bool
 	cmd := &cobra.Command{
 		Use:   "template NAME CHART",
 		Short: "Render a chart locally into the objects a HelmRelease would write",
 		Long: `Render CHART (a chart directory or a packaged .tgz) as release NAME, exactly
 as a HelmRelease renders it, and print the objects jetplane would store:
 the rendered objects themselves, or with --cluster the Apply objects that
-push them into that cluster. Nothing is sent anywhere. Hooks and tests,
+push them into that cluster. Nothing is sent to jetplane. Dependencies that
+Chart.yaml names but charts/ lacks are fetched, as a HelmRelease fetches
+them, from the http(s) repository each names (Chart.lock pins versions),
+or read from a file:// path relative to a chart directory; --offline
+refuses them instead, as helm does. Hooks and tests,
 which a release runs around its revisions (and 'jetplane helm test'), are
 not printed: they are listed on stderr.`,
 		Example: `  jetplane template web ./charts/web -n shop --set replicas=3
@@ -214,6 +220,19 @@ not printed: they are listed on stderr.`,
 			c, err := loadChart(args[1])
 			if err != nil {
 				return err
+			}
+			if !offline {
+				dir := ""
+				if fi, err := os.Stat(args[1]); err == nil && fi.IsDir() {
+					dir = args[1] // file:// dependencies are relative to it
+				}
+				deps, err := helmrelease.Vendor(cmd.Context(), &http.Client{Timeout: 30 * time.Second}, c, dir)
+				if err != nil {
+					return err
+				}
+				for _, v := range deps.Versions {
+					fmt.Fprintln(cmd.ErrOrStderr(), "dependency fetched:", v)
+				}
 			}
 			values := map[string]any{}
 			for _, f := range valueFiles {
@@ -257,6 +276,7 @@ not printed: they are listed on stderr.`,
 	cmd.Flags().StringArrayVarP(&valueFiles, "values", "f", nil, "values file (repeatable; later files win)")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "a value, key=value (repeatable; wins over files)")
 	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "output: yaml or json")
+	cmd.Flags().BoolVar(&offline, "offline", false, "never fetch dependencies missing from charts/; refuse the chart as helm does")
 	return cmd
 }
 

@@ -241,6 +241,15 @@ func render(c *chart.Chart, opts Options) (*Result, error) {
 // checkDependencies refuses a chart whose Chart.yaml names a dependency
 // its charts/ directory lacks, with the message helm install gives.
 func checkDependencies(c *chart.Chart) error {
+	if missing := MissingDependencies(c); len(missing) > 0 {
+		return DependencyError(missing, "vendor them: helm dependency build")
+	}
+	return nil
+}
+
+// MissingDependencies lists the dependencies c's Chart.yaml names that
+// its charts/ directory lacks, in Chart.yaml's order.
+func MissingDependencies(c *chart.Chart) []*chart.Dependency {
 	if c.Metadata == nil {
 		return nil
 	}
@@ -248,17 +257,24 @@ func checkDependencies(c *chart.Chart) error {
 	for _, d := range c.Dependencies() {
 		have[d.Name()] = true
 	}
-	var missing []string
+	var missing []*chart.Dependency
 	for _, d := range c.Metadata.Dependencies {
-		if !have[d.Name] {
-			missing = append(missing, d.Name)
+		if d != nil && !have[d.Name] {
+			missing = append(missing, d)
 		}
 	}
-	if len(missing) > 0 {
-		return &Error{Template: "Chart.yaml", Reason: "dependencies: found in Chart.yaml, but missing in charts/ directory: " + strings.Join(missing, ", ") +
-			" (vendor them: helm dependency build)"}
+	return missing
+}
+
+// DependencyError is helm's refusal of a chart whose dependencies are
+// missing from charts/, followed by why, in parentheses.
+func DependencyError(missing []*chart.Dependency, why string) *Error {
+	names := make([]string, len(missing))
+	for i, d := range missing {
+		names[i] = d.Name
 	}
-	return nil
+	return &Error{Template: "Chart.yaml", Reason: "dependencies: found in Chart.yaml, but missing in charts/ directory: " + strings.Join(names, ", ") +
+		" (" + why + ")"}
 }
 
 // templateSources maps each template's rendered name (chart path and

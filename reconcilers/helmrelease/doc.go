@@ -25,6 +25,11 @@
 // post-delete hooks; test hooks run on request (AnnotationTest). Hooks run
 // as helm runs them: by weight, waited for, with helm's delete policies.
 //
+// Dependencies a chart's Chart.yaml names but its charts/ directory lacks
+// are fetched from the http(s) repository each names, pinned by
+// Chart.lock, and rendered as subcharts, as `helm dependency build` would
+// vendor them (dependencies.go, decision 0081).
+//
 // The package owns rendering requests, the children's shape and their
 // pruning. It writes children through the gate (Writer), never to the log
 // directly, and reads charts through the Charts store and Helm HTTP

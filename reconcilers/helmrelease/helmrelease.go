@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 
@@ -129,6 +130,7 @@ type Reconciler struct {
 	diffs    map[projections.Key]cachedDiff
 	caps     map[string]cachedCaps            // by cluster
 	rendered map[projections.Key]cachedRender // the last render of each release
+	complete map[[32]byte]bool                // archives (by digest) with every dependency in charts/
 }
 
 // capsTTL is how long a cluster's capabilities are reused: a release runs
@@ -172,7 +174,8 @@ func New(cfg Config) (*Reconciler, error) {
 		cfg.Now = time.Now
 	}
 	return &Reconciler{cfg: cfg, repo: &repository{client: cfg.HTTPClient}, refs: map[projections.Key]map[projections.Key]bool{}, diffs: map[projections.Key]cachedDiff{},
-		caps: map[string]cachedCaps{}, rendered: map[projections.Key]cachedRender{}}, nil
+		caps: map[string]cachedCaps{}, rendered: map[projections.Key]cachedRender{},
+		complete: map[[32]byte]bool{}}, nil
 }
 
 // Kinds implements reconcilers.Reconciler.
@@ -561,7 +564,14 @@ func (r *Reconciler) render(ctx context.Context, key projections.Key, spec *Spec
 			return nil, "", inputs, fmt.Errorf("cluster %s: %w", spec.Cluster, err)
 		}
 	}
-	inputs = hashInputs(archive, opts)
+	// Dependencies missing from charts/ are fetched before the cache is
+	// consulted: a repository's new version matching a range is a new
+	// input.
+	c, deps, err := r.loadChart(ctx, spec, version, archive)
+	if err != nil {
+		return nil, "", inputs, err
+	}
+	inputs = hashInputs(archive, deps.Archives, opts)
 	if prev.Revision == revision && prev.Inputs == hex.EncodeToString(inputs[:]) && prev.Stage == "" && prev.Failed == "" {
 		return nil, version, inputs, nil
 	}
@@ -571,9 +581,10 @@ func (r *Reconciler) render(ctx context.Context, key projections.Key, spec *Spec
 	if ok && cached.inputs == inputs {
 		return cached.res, cached.version, inputs, nil
 	}
-	c, err := render.Load(archive)
-	if err != nil {
-		return nil, "", inputs, reconcilers.Terminal(fmt.Errorf("chart %s %s: %w", spec.Chart.Name, version, err))
+	if c == nil {
+		if c, err = render.Load(archive); err != nil {
+			return nil, "", inputs, reconcilers.Terminal(fmt.Errorf("chart %s %s: %w", spec.Chart.Name, version, err))
+		}
 	}
 	opts.Lookup = r.lookup(key)
 	if spec.Cluster != "" && r.cfg.ClusterLookup != nil {
@@ -633,10 +644,54 @@ func (r *Reconciler) capabilities(ctx context.Context, cluster string) (string, 
 	return v, apis, nil
 }
 
-// hashInputs digests everything a render depends on.
-func hashInputs(archive []byte, opts render.Options) [32]byte {
+// loadChart loads archive and fetches the dependencies its charts/
+// directory lacks (dependencies.go). It returns a nil chart, and no
+// dependencies, for an archive known to lack none: the render cache may
+// spare loading it.
+func (r *Reconciler) loadChart(ctx context.Context, spec *Spec, version string, archive []byte) (*chart.Chart, Dependencies, error) {
+	sum := sha256.Sum256(archive)
+	r.mu.Lock()
+	complete := r.complete[sum]
+	r.mu.Unlock()
+	if complete {
+		return nil, Dependencies{}, nil
+	}
+	c, err := render.Load(archive)
+	if err != nil {
+		return nil, Dependencies{}, reconcilers.Terminal(fmt.Errorf("chart %s %s: %w", spec.Chart.Name, version, err))
+	}
+	if len(render.MissingDependencies(c)) == 0 {
+		r.mu.Lock()
+		if len(r.complete) >= maxCompleteCharts {
+			clear(r.complete)
+		}
+		r.complete[sum] = true
+		r.mu.Unlock()
+		return c, Dependencies{}, nil
+	}
+	deps, retry, err := vendor(ctx, r.repo, c, "")
+	if err != nil {
+		err = fmt.Errorf("chart %s %s: %w", spec.Chart.Name, version, err)
+		if !retry {
+			err = reconcilers.Terminal(err)
+		}
+		return nil, deps, err
+	}
+	return c, deps, nil
+}
+
+// maxCompleteCharts bounds Reconciler.complete.
+const maxCompleteCharts = 1024
+
+// hashInputs digests everything a render depends on: the chart, the
+// dependencies fetched for it, and the options.
+func hashInputs(archive []byte, deps [][]byte, opts render.Options) [32]byte {
 	h := sha256.New()
 	h.Write(archive)
+	for _, d := range deps {
+		sum := sha256.Sum256(d)
+		h.Write(sum[:])
+	}
 	enc := json.NewEncoder(h)
 	_ = enc.Encode(opts)
 	var out [32]byte
