@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,6 +21,10 @@ import (
 type dryRunner interface {
 	DryRun(ctx context.Context, m map[string]any) error
 }
+
+// dryRunsAtOnce is how many objects of a revision are checked by the
+// cluster at once.
+const dryRunsAtOnce = 16
 
 // dryRun has the release's cluster check every object of a new revision
 // before any is written: a server-side apply with dryRun=All, as the
@@ -40,15 +45,35 @@ func (r *Reconciler) dryRun(ctx context.Context, cluster string, res *render.Res
 	if !ok {
 		return nil
 	}
+	// The objects are checked dryRunsAtOnce at a time: one by one, a
+	// 100-object release waits on 100 round trips before its first write.
+	refusals := make([]string, len(res.Objects))
+	errs := make([]error, len(res.Objects))
+	sem := make(chan struct{}, dryRunsAtOnce)
+	var wg sync.WaitGroup
+	for i, o := range res.Objects {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			err := dr.DryRun(ctx, cleanManifest(o.Manifest))
+			switch {
+			case err == nil, meta.IsNoMatchError(err), apierrors.IsNotFound(err), apierrors.IsAlreadyExists(err):
+			case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+				refusals[i] = fmt.Sprintf("%s:%d: %s: %s", o.Template, o.Line, o.Key(), causes(err))
+			default:
+				errs[i] = fmt.Errorf("cluster %s: dry run of %s: %w", cluster, o.Key(), err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
 	var refused []string
-	for _, o := range res.Objects {
-		err := dr.DryRun(ctx, cleanManifest(o.Manifest))
-		switch {
-		case err == nil, meta.IsNoMatchError(err), apierrors.IsNotFound(err), apierrors.IsAlreadyExists(err):
-		case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
-			refused = append(refused, fmt.Sprintf("%s:%d: %s: %s", o.Template, o.Line, o.Key(), causes(err)))
-		default:
-			return fmt.Errorf("cluster %s: dry run of %s: %w", cluster, o.Key(), err)
+	for _, r := range refusals {
+		if r != "" {
+			refused = append(refused, r)
 		}
 	}
 	if len(refused) > 0 {

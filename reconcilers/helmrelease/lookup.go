@@ -138,8 +138,15 @@ func runtimeCopy(m map[string]any) map[string]any { return deepCopy(m) }
 // ClusterLookup answers a chart's lookup from a Kubernetes cluster's live
 // objects, as helm's lookup does on the cluster it installs into: kinds
 // are mapped to resources by the cluster's discovery, read once and
-// refreshed when a kind is unknown.
+// refreshed when a kind is unknown. Without a rate of its own, cfg's client
+// makes up to 50 requests/s (bursts of 100).
 func ClusterLookup(cfg *rest.Config) (engine.ClientProvider, error) {
+	if cfg.QPS == 0 && cfg.RateLimiter == nil {
+		// A revision's dry run checks each of its objects; client-go's
+		// default of 5 requests/s would hold a 100-object release 20 s.
+		cfg = rest.CopyConfig(cfg)
+		cfg.QPS, cfg.Burst = 50, 100
+	}
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, err
