@@ -7,9 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -32,37 +30,6 @@ type kubeBurst struct {
 	CPUMsPerObj float64 `json:"cpu_ms_per_object"`
 }
 
-var (
-	crbenchOnce sync.Once
-	crbenchBin  string
-	crbenchErr  error
-)
-
-// buildCRBench builds the controller-runtime side, from its own module.
-func buildCRBench(b *testing.B) string {
-	crbenchOnce.Do(func() {
-		dir, err := filepath.Abs(filepath.Join("..", "tools", "crbench"))
-		if err != nil {
-			crbenchErr = err
-			return
-		}
-		// Outlives this run's TempDir: -count runs the benchmark again.
-		tmp, err := os.MkdirTemp("", "jetplane-crbench-")
-		if err != nil {
-			crbenchErr = err
-			return
-		}
-		crbenchBin = filepath.Join(tmp, "crbench")
-		if out, err := exec.Command("go", "build", "-C", dir, "-o", crbenchBin, ".").CombinedOutput(); err != nil {
-			crbenchErr = fmt.Errorf("go build crbench: %v\n%s", err, out)
-		}
-	})
-	if crbenchErr != nil {
-		b.Fatal(crbenchErr)
-	}
-	return crbenchBin
-}
-
 // BenchmarkCompareKube runs the same burst of 10,000 new objects, each
 // read by a reconciler that then reports it Ready with 8 workers, against
 // the Kubernetes stack and against jetplane, one after the other in each
@@ -83,7 +50,7 @@ func buildCRBench(b *testing.B) string {
 // burst's client.
 func BenchmarkCompareKube(b *testing.B) {
 	const n = 10_000
-	bin := buildCRBench(b)
+	bin := crbenchBinary(b)
 	var kube, jpDefault, jpAlways, jpSingle, jpSingleAlways []kubeBurst
 	for range b.N {
 		env := kubeenv.Start(b)
