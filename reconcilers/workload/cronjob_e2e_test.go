@@ -70,10 +70,12 @@ func TestACronJobStartsJobsKeepsItsHistoryAndSuspends(t *testing.T) {
 		}
 		return len(seen) >= 4 && len(complete) == 2
 	})
-	det := c.app.Store().Get(k).GetStatus().GetDetails().GetFields()
-	if det["lastScheduleTime"].GetStringValue() == "" || det["lastSuccessfulTime"].GetStringValue() == "" {
-		t.Fatalf("status %v: want lastScheduleTime and lastSuccessfulTime", det)
-	}
+	// The CronJob records a Job's success at its next run after the Job
+	// completes.
+	c.poll("lastScheduleTime and lastSuccessfulTime in the status", time.Minute, func() bool {
+		det := c.app.Store().Get(k).GetStatus().GetDetails().GetFields()
+		return det["lastScheduleTime"].GetStringValue() != "" && det["lastSuccessfulTime"].GetStringValue() != ""
+	})
 
 	c.apply(cronJobYAML("tick", "work", "Allow", true))
 	c.poll("suspended", 30*time.Second, func() bool { return c.app.Store().Get(k).GetStatus().GetPhase() == workload.PhaseSuspended })
