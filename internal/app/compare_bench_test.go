@@ -30,6 +30,19 @@ type kubeBurst struct {
 	CPUMsPerObj float64 `json:"cpu_ms_per_object"`
 }
 
+func (r kubeBurst) rate() float64 { return r.ObjectsPerS }
+func (r kubeBurst) p99() float64  { return r.P99Ms }
+func (r kubeBurst) cpu() float64  { return r.CPUMsPerObj }
+
+// meanOf is the mean of f over the runs rs.
+func meanOf(rs []kubeBurst, f func(kubeBurst) float64) float64 {
+	s := 0.0
+	for _, r := range rs {
+		s += f(r)
+	}
+	return s / float64(len(rs))
+}
+
 // BenchmarkCompareKube runs the same burst of 10,000 new objects, each
 // read by a reconciler that then reports it Ready with 8 workers, against
 // the Kubernetes stack and against jetplane, one after the other in each
@@ -101,16 +114,7 @@ func BenchmarkCompareKube(b *testing.B) {
 			}
 		}
 	}
-	mean := func(rs []kubeBurst, f func(kubeBurst) float64) float64 {
-		s := 0.0
-		for _, r := range rs {
-			s += f(r)
-		}
-		return s / float64(len(rs))
-	}
-	rate := func(r kubeBurst) float64 { return r.ObjectsPerS }
-	p99 := func(r kubeBurst) float64 { return r.P99Ms }
-	cpu := func(r kubeBurst) float64 { return r.CPUMsPerObj }
+	mean, rate, p99, cpu := meanOf, kubeBurst.rate, kubeBurst.p99, kubeBurst.cpu
 	b.ReportMetric(mean(kube, rate), "kube-objects/s")
 	b.ReportMetric(mean(jpDefault, rate), "jetplane-objects/s")
 	b.ReportMetric(mean(jpAlways, rate), "jetplane-sync-always-objects/s")

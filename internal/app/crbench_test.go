@@ -174,16 +174,7 @@ func BenchmarkCRBench(b *testing.B) {
 		_, kubeconfig := crbenchJetplane(b, true)
 		jet = append(jet, runCRBench(b, kubeconfig, n, []int{os.Getpid()}))
 	}
-	mean := func(rs []kubeBurst, f func(kubeBurst) float64) float64 {
-		s := 0.0
-		for _, r := range rs {
-			s += f(r)
-		}
-		return s / float64(len(rs))
-	}
-	rate := func(r kubeBurst) float64 { return r.ObjectsPerS }
-	p99 := func(r kubeBurst) float64 { return r.P99Ms }
-	cpu := func(r kubeBurst) float64 { return r.CPUMsPerObj }
+	mean, rate, p99, cpu := meanOf, kubeBurst.rate, kubeBurst.p99, kubeBurst.cpu
 	b.ReportMetric(mean(kube, rate), "kube-objects/s")
 	b.ReportMetric(mean(jet, rate), "jetplane-objects/s")
 	b.ReportMetric(mean(jet, rate)/mean(kube, rate), "ratio-objects/s")
