@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -134,9 +135,21 @@ func fingerprintOf(t *testing.T, a *app.App) fingerprint {
 // unchanged fails the test when the log or state moved since before.
 func unchanged(t *testing.T, a *app.App, before fingerprint) {
 	t.Helper()
-	if after := fingerprintOf(t, a); after != before {
-		t.Fatalf("the log changed: before %+v, after %+v", before, after)
+	after := fingerprintOf(t, a)
+	if after == before {
+		return
 	}
+	// Name what was written, so a failure says which writer moved it.
+	var written []string
+	if after.LastSeq > before.LastSeq {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		_ = a.Log().Read(ctx, events.ReadOptions{From: before.LastSeq + 1}, func(m events.Message) error {
+			written = append(written, fmt.Sprintf("%d %s", m.Sequence, m.Subject))
+			return nil
+		})
+	}
+	t.Fatalf("the log changed: before %+v, after %+v; written since: %v", before, after, written)
 }
 
 // violations records the permission violations a connection is told of.

@@ -69,6 +69,17 @@ func sandboxApp(t *testing.T, mutate func(*app.Config)) (*app.App, *api.Client, 
 		mutate(&cfg)
 	}
 	a := start(t, cfg)
+	// The node agent registers its node and reports it Ready on its
+	// own time; tests that compare the log before and after an attack
+	// start once it has, or its report lands between the two.
+	k := projections.Key{Kind: "Node", Name: cfg.Pods.Agent.Node}
+	deadline := time.Now().Add(wait)
+	for a.Store().Get(k).GetStatus().GetPhase() != "Ready" {
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s is not Ready: %v", k.Name, a.Store().Get(k).GetStatus())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	return a, &api.Client{BaseURL: a.URL()}, cfg.DataDir
 }
 
@@ -437,6 +448,14 @@ func TestImagePushRefusesWhatCannotRun(t *testing.T) {
 	_, err := c.PushImage(ctx, "corrupt:v1", bytes.NewReader(corrupt), int64(len(corrupt)))
 	if err == nil || !strings.Contains(err.Error(), "does not compile") {
 		t.Fatalf("push of a corrupt module: %v; want a refusal saying it does not compile", err)
+	}
+	// 23 bytes whose element section declares three billion segments:
+	// the runtime's decoder would allocate for all of them at once and
+	// the process would die of it (wasmcheck refuses it first).
+	bomb := []byte("\x00asm\x01\x00\x00\x00\t\x04\xb2\xb2\xb2\xb2\x05\a0000000")
+	_, err = c.PushImage(ctx, "bomb:v1", bytes.NewReader(bomb), int64(len(bomb)))
+	if err == nil || !strings.Contains(err.Error(), "malformed WebAssembly module: section element") {
+		t.Fatalf("push of a module declaring billions of segments: %v; want a refusal naming the section", err)
 	}
 	for _, ref := range []string{"../../etc:v1", "app\x00:v1", "a/b/c:v1", "/abs:v1", "app:v1/..", "app:..", "app:-v1", "app:v\x001", "./app:v1", "a//b:v1", "APP:v1"} {
 		if _, err := c.PushImage(ctx, ref, bytes.NewReader(onePageModule), int64(len(onePageModule))); err == nil {

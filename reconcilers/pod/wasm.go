@@ -17,6 +17,8 @@ import (
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/jetplane/jetplane/internal/wasmcheck"
 )
 
 // wasmPage is WebAssembly's page size.
@@ -105,6 +107,9 @@ func (h *wasmHost) compile(ctx context.Context, digest, path string, pages uint3
 		ctx := context.WithoutCancel(ctx)
 		var bin []byte
 		if bin, c.err = os.ReadFile(path); c.err != nil {
+			return
+		}
+		if c.err = wasmcheck.Bounded(bin); c.err != nil {
 			return
 		}
 		if stripped, image, ok := splitData(bin); ok {
@@ -318,7 +323,8 @@ func (t *tailBuffer) lastLine() string {
 	return ""
 }
 
-// CheckModule tells why module cannot run on a node: it does not decode
+// CheckModule tells why module cannot run on a node: its declared sizes
+// are out of proportion to its bytes (wasmcheck), or it does not decode
 // or validate as WebAssembly (wazero's compiler checks what a node's
 // would; the interpreter does it without generating code). Image push
 // runs it, so that a module nobody can run is refused when pushed.
@@ -328,6 +334,9 @@ func CheckModule(ctx context.Context, module []byte) (err error) {
 			err = fmt.Errorf("the runtime failed on it: %v", r)
 		}
 	}()
+	if err := wasmcheck.Bounded(module); err != nil {
+		return err
+	}
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
 	defer rt.Close(context.WithoutCancel(ctx))
 	mod, err := rt.CompileModule(ctx, module)

@@ -6,10 +6,13 @@ import (
 	"testing"
 
 	"github.com/tetratelabs/wazero"
+
+	"github.com/jetplane/jetplane/internal/wasmcheck"
 )
 
 // FuzzInstrument feeds the stop-check rewriter arbitrary modules. It must
-// never panic or hang, and whatever valid module it accepts it must turn
+// never panic or hang, and whatever valid module it accepts (and
+// wasmcheck finds in proportion, as the host requires) it must turn
 // into a valid module that exports the stop global: a plugin the
 // rewriter breaks would fail every call, and one it crashes on would
 // take the scheduler with it. ./scripts/test runs it briefly;
@@ -41,6 +44,15 @@ func FuzzInstrument(f *testing.F) {
 		out, err := instrument(code)
 		if err != nil {
 			return
+		}
+		// The runtime sizes what it decodes by a module's declarations;
+		// jetplane hands it only modules wasmcheck finds in proportion,
+		// and what the instrumenter makes of one stays so.
+		if wasmcheck.Bounded(code) != nil {
+			return
+		}
+		if err := wasmcheck.Bounded(out); err != nil {
+			t.Fatalf("a bounded module instrumented is out of proportion: %v", err)
 		}
 		rt := wazero.NewRuntimeWithConfig(ctx, cfg)
 		defer rt.Close(ctx)

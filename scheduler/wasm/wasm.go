@@ -45,6 +45,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/internal/wasmcheck"
 	"github.com/jetplane/jetplane/scheduler"
 )
 
@@ -237,6 +238,13 @@ func load(ctx context.Context, name string, a Args, images ImageSource) (*Plugin
 	// No WithCloseOnContextDone: the module carries its own stop checks.
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
 		WithCompilationCache(cache).WithMemoryLimitPages(pages))
+	// The runtime sizes what it decodes by the module's declarations:
+	// a plugin out of proportion to its bytes is refused before either
+	// the instrumenter or the runtime reads it.
+	if err := wasmcheck.Bounded(code); err != nil {
+		rt.Close(ctx)
+		return nil, fmt.Errorf("wasm plugin %s: %s: %w", name, source, err)
+	}
 	instrumented, err := instrument(code)
 	if err != nil {
 		rt.Close(ctx)
