@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -140,6 +141,7 @@ type Server struct {
 	ns        *server.Server
 	unlock    func()
 	creds     *auth.Store
+	admit     *credentials
 	storeDir  string
 	clustered bool
 	stop      chan struct{}
@@ -147,8 +149,7 @@ type Server struct {
 	done      sync.WaitGroup
 
 	watch *storeWatch
-	// optsMu guards opts (credential reloads replace them) and keeps a
-	// reload and a restart of JetStream apart.
+	// optsMu guards opts and keeps restarts of JetStream apart.
 	optsMu sync.Mutex
 	opts   *server.Options
 }
@@ -246,10 +247,13 @@ func Start(cfg Config) (*Server, error) {
 	}
 	// Nothing connects without a credential: no users means no access.
 	loaded := creds.UsersStamp()
-	if opts.Nkeys, err = creds.Users(); err != nil {
+	users, err := creds.Users()
+	if err != nil {
 		unlock()
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
+	admit := newCredentials(users)
+	opts.CustomClientAuthentication, opts.AlwaysEnableNonce = admit, true
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		unlock()
@@ -268,7 +272,7 @@ func Start(cfg Config) (*Server, error) {
 		unlock()
 		return nil, fmt.Errorf("embedded nats: not ready after %s; run with --nats-log to see why", ready)
 	}
-	s := &Server{ns: ns, unlock: unlock, creds: creds, storeDir: opts.StoreDir, clustered: opts.Cluster.Name != "", opts: opts, stop: make(chan struct{}), watch: watch}
+	s := &Server{ns: ns, unlock: unlock, creds: creds, admit: admit, storeDir: opts.StoreDir, clustered: opts.Cluster.Name != "", opts: opts, stop: make(chan struct{}), watch: watch}
 	_ = creds.MarkLoaded(loaded)
 	s.every(credsPoll, s.reloadCreds(loaded))
 	s.every(storeMendPoll, s.mendStore)
@@ -311,8 +315,11 @@ const credsPoll = 500 * time.Millisecond
 
 // reloadCreds returns what reloads the server's users whenever the store's
 // users file changes (`jetplane creds create|revoke` from another
-// process), run every credsPoll: a new credential works within credsPoll
-// and a revoked one is disconnected. last is the users file loaded at start.
+// process), run every credsPoll: a new credential works within credsPoll,
+// and a revoked one, or one whose permissions changed, is disconnected
+// (to reconnect under its new permissions, or not at all). last is the
+// users file loaded at start. The server's options are never reloaded
+// (see credentials).
 func (s *Server) reloadCreds(last string) func() {
 	return func() {
 		now := s.creds.UsersStamp()
@@ -324,16 +331,29 @@ func (s *Server) reloadCreds(last string) func() {
 			s.ns.Errorf("credentials not reloaded: %v", err)
 			return
 		}
-		s.optsMu.Lock()
-		defer s.optsMu.Unlock()
-		opts := s.opts.Clone()
-		opts.Nkeys = users
-		if err := s.ns.ReloadOptions(opts); err != nil {
-			s.ns.Errorf("credentials not reloaded: %v", err)
-			return
+		if changed := s.admit.set(users); len(changed) > 0 {
+			s.disconnect(changed)
 		}
-		s.opts, last = opts, now
+		last = now
 		_ = s.creds.MarkLoaded(now)
+	}
+}
+
+// disconnect closes the client connections of the given public keys.
+func (s *Server) disconnect(keys []string) {
+	gone := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		gone[k] = true
+	}
+	cz, err := s.ns.Connz(&server.ConnzOptions{Username: true, Limit: math.MaxInt32})
+	if err != nil {
+		s.ns.Errorf("credentials: list connections: %v", err)
+		return
+	}
+	for _, c := range cz.Conns {
+		if gone[c.AuthorizedUser] {
+			_ = s.ns.DisconnectClientByID(c.Cid)
+		}
 	}
 }
 
