@@ -88,7 +88,10 @@ func (l *Log) readRangeOnce(ctx context.Context, next *uint64, to, last uint64, 
 	if *next <= 1 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverAllPolicy, 0
 	}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// The create is not cut short when the scan ends: a create abandoned
+	// in flight may still make the consumer after its delete was tried,
+	// and it would stay until its inactivity threshold.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	cons, err := l.js.CreateConsumer(cctx, StreamName, cfg)
 	cancel()
 	if err != nil {
