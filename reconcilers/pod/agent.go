@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -430,7 +429,7 @@ func (a *Agent) run(pctx, ctx context.Context, r *podRunner, w *podspec.Work) {
 				a.cfg.Logger.Info("pod stopped: deletion requested", "pod", w.Namespace+"/"+w.Name, "took", time.Since(time.Unix(0, at)))
 			}
 		}
-		a.reports.add(r, w, Entered(s, run))
+		a.reports.add(r, w, s, Entered(s, run))
 	}
 	defer func() {
 		// A failure in this pod's machine or runtime is this pod's error,
@@ -518,9 +517,16 @@ func (a *Agent) podQuota(uid string) *quota {
 
 // report is one status to send.
 type report struct {
-	r    *podRunner
-	pod  string // namespace/name
-	data []byte // the encoded event
+	r   *podRunner
+	w   *podspec.Work
+	pod string // namespace/name
+	st  *schemas.Status
+	// state is the machine's state the status reports; passed, the
+	// states a report of it stands for too (coalesce).
+	state   string
+	passing bool
+	passed  []string
+	at      time.Time // when the pod entered the state
 }
 
 // reporter sends the agent's status reports, in the order the pods
@@ -549,23 +555,74 @@ const (
 	reportTimeout    = 10 * time.Second
 )
 
-func (rp *reporter) add(r *podRunner, w *podspec.Work, st *schemas.Status) {
-	ev := &schemas.Event{
-		Key:    &schemas.ObjectKey{Kind: podspec.KindPod, Namespace: w.Namespace, Name: w.Name},
-		Object: &schemas.Object{Metadata: &schemas.ObjectMeta{Uid: w.UID}, Status: st},
-	}
-	data, err := proto.Marshal(ev)
-	if err != nil {
-		rp.a.cfg.Logger.Error("encode status", "err", err)
-		return
-	}
+func (rp *reporter) add(r *podRunner, w *podspec.Work, state sm.State[*Run], st *schemas.Status) {
 	rp.mu.Lock()
-	rp.q = append(rp.q, report{r: r, pod: w.Namespace + "/" + w.Name, data: data})
+	rp.q = append(rp.q, report{r: r, w: w, pod: w.Namespace + "/" + w.Name, st: st, state: sm.Name(state), passing: passing(state), at: time.Now()})
 	rp.mu.Unlock()
 	select {
 	case rp.wake <- struct{}{}:
 	default:
 	}
+}
+
+// passing tells the states a pod's machine leaves without waiting for
+// anything outside the node (with its image cached, within a
+// millisecond): a report of one that is still queued behind a later
+// report of the same pod says nothing the later one does not.
+func passing(state sm.State[*Run]) bool {
+	switch state.(type) {
+	case Registered, ImagePull, Starting:
+		return true
+	}
+	return false
+}
+
+// coalesce drops from q (in the order the pods entered their states)
+// each report of a passing state that a later report of the same pod
+// run follows, and names the dropped state in that later report's
+// passed list (earliest first), which its status records (ConditionPassed).
+// Reports of different pods, and of states that wait or end, are all
+// kept. q is reused.
+func coalesce(q []report) []report {
+	later := map[*podRunner]int{} // runner → index in q of its next kept report
+	keep := make([]bool, len(q))
+	for i := len(q) - 1; i >= 0; i-- {
+		rep := &q[i]
+		if j, ok := later[rep.r]; ok && rep.passing {
+			q[j].passed = append(append(append([]string(nil), rep.passed...), rep.state), q[j].passed...)
+			continue
+		}
+		keep[i] = true
+		later[rep.r] = i
+	}
+	out := q[:0]
+	for i, k := range keep {
+		if k {
+			out = append(out, q[i])
+		}
+	}
+	return out
+}
+
+// withPassed is the status to send: the one reported, with the states
+// it stands for too (ConditionPassed) first among its conditions. The
+// queued status is not changed.
+func (rep *report) withPassed() *schemas.Status {
+	if len(rep.passed) == 0 {
+		return rep.st
+	}
+	st := proto.CloneOf(rep.st)
+	passed := &schemas.Condition{Type: ConditionPassed, Status: "True", Reason: "Coalesced", Message: strings.Join(rep.passed, ", ")}
+	st.Conditions = append([]*schemas.Condition{passed}, st.Conditions...)
+	return st
+}
+
+// encode is the report's event as an instance takes it.
+func (rep *report) encode() ([]byte, error) {
+	return proto.Marshal(&schemas.Event{
+		Key:    &schemas.ObjectKey{Kind: podspec.KindPod, Namespace: rep.w.Namespace, Name: rep.w.Name},
+		Object: &schemas.Object{Metadata: &schemas.ObjectMeta{Uid: rep.w.UID}, Status: rep.withPassed()},
+	})
 }
 
 // run sends reports until ctx ends.
@@ -579,23 +636,37 @@ func (rp *reporter) run(ctx context.Context) {
 		}
 		for {
 			rp.mu.Lock()
-			// Reports of finalized pods are no longer wanted.
+			// Reports of finalized pods are no longer wanted; a state
+			// the pod has left already goes with the next.
 			q := rp.q[:0]
 			for _, rep := range rp.q {
 				if !rep.r.silent.Load() {
 					q = append(q, rep)
 				}
 			}
-			rp.q = q
-			n := min(len(rp.q), maxReports)
-			batch := slices.Clone(rp.q[:n])
+			batch, rest, wait := take(coalesce(q), time.Now(), maxReports)
+			rp.q = rest
 			rp.mu.Unlock()
-			if n == 0 {
-				break
+			if len(batch) == 0 {
+				if wait == 0 {
+					break
+				}
+				// Only states just entered that the pods will likely
+				// leave at once: wait for them, or for a new report.
+				t := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				case <-rp.wake:
+					t.Stop()
+				}
+				continue
 			}
 			retry := rp.send(ctx, batch)
 			rp.mu.Lock()
-			rp.q = append(retry, rp.q[n:]...)
+			rp.q = append(retry, rp.q...)
 			rp.mu.Unlock()
 			if ctx.Err() != nil {
 				return
@@ -614,12 +685,49 @@ func (rp *reporter) run(ctx context.Context) {
 	}
 }
 
+// reportLinger is how long a report of a passing state waits to be sent
+// when it is its pod's last: long enough for a pod whose image is
+// cached to reach Running (a module's start takes a few milliseconds),
+// so that one event records its start; short enough that a pod that
+// stays (pulling a large image, compiling a new module) shows so at once
+// to a person watching.
+const reportLinger = 10 * time.Millisecond
+
+// take splits q (coalesced) into the reports to send now, at most max
+// in their order, and the rest: reports of passing states entered less
+// than reportLinger before now wait (wait is the soonest one's time
+// left; 0 when none waits). A waiting report is the last of its pod
+// (coalesce), so holding it back never sends a pod's reports out of
+// order.
+func take(q []report, now time.Time, max int) (batch, rest []report, wait time.Duration) {
+	rest = q[:0:0]
+	for _, rep := range q {
+		if len(batch) < max {
+			if d := reportLinger - now.Sub(rep.at); !rep.passing || d <= 0 {
+				batch = append(batch, rep)
+				continue
+			} else if wait == 0 || d < wait {
+				wait = d
+			}
+		}
+		rest = append(rest, rep)
+	}
+	return batch, rest, wait
+}
+
 // send sends batch and returns the reports to send again, in order.
 func (rp *reporter) send(ctx context.Context, batch []report) (retry []report) {
-	data := make([][]byte, len(batch))
-	for i, rep := range batch {
-		data[i] = rep.data
+	data := make([][]byte, 0, len(batch))
+	sent := batch[:0:0]
+	for _, rep := range batch {
+		b, err := rep.encode()
+		if err != nil {
+			rp.a.cfg.Logger.Error("encode status", "pod", rep.pod, "err", err)
+			continue
+		}
+		data, sent = append(data, b), append(sent, rep)
 	}
+	batch = sent
 	rctx, cancel := context.WithTimeout(ctx, reportTimeout)
 	errs, err := rp.a.cfg.Conn.ReportStatuses(rctx, data)
 	cancel()
