@@ -187,11 +187,14 @@ type Agent struct {
 
 	reports *reporter
 
-	mu     sync.Mutex
-	pods   map[string]*podRunner // namespace/name
-	pulls  map[string]*sync.Mutex
-	quotas map[string]*quota // a pod's volumes' quota, by uid
-	closed bool
+	mu    sync.Mutex
+	pods  map[string]*podRunner // namespace/name
+	pulls map[string]*sync.Mutex
+	// present maps an image reference to the digest it resolved to when
+	// the node last pulled it (nodeEnv.Pull).
+	present map[string]string
+	quotas  map[string]*quota // a pod's volumes' quota, by uid
+	closed  bool
 }
 
 type podRunner struct {
@@ -227,7 +230,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, host: host, key: key, pods: map[string]*podRunner{}, pulls: map[string]*sync.Mutex{}, quotas: map[string]*quota{}}
+	a := &Agent{cfg: cfg, host: host, key: key, pods: map[string]*podRunner{}, pulls: map[string]*sync.Mutex{}, present: map[string]string{}, quotas: map[string]*quota{}}
 	a.reports = &reporter{a: a, wake: make(chan struct{}, 1)}
 	return a, nil
 }
@@ -789,8 +792,35 @@ func (e *nodeEnv) imagePath(digest string) string {
 
 // Pull resolves image and brings its module into the node's cache,
 // verifying the digest of what arrived; a module that does not verify is
-// never kept.
-func (e *nodeEnv) Pull(ctx context.Context, image string) (string, error) {
+// never kept. Unless policy is Always, a reference the node resolved
+// before to a module it still holds is not resolved again (Kubernetes'
+// IfNotPresent: a tag moved since reaches this node's pods that ask
+// for Always, or once the node restarts).
+func (e *nodeEnv) Pull(ctx context.Context, image string, policy corev1.PullPolicy) (string, error) {
+	if policy != corev1.PullAlways {
+		e.a.mu.Lock()
+		digest, ok := e.a.present[image]
+		e.a.mu.Unlock()
+		if ok {
+			if _, err := os.Stat(e.imagePath(digest)); err == nil {
+				return digest, nil
+			}
+		}
+		if policy == corev1.PullNever {
+			return "", fmt.Errorf("ErrImageNeverPull: image %s is not present on node %s and its imagePullPolicy is Never", image, e.a.cfg.Node)
+		}
+	}
+	digest, err := e.pull(ctx, image)
+	if err == nil {
+		e.a.mu.Lock()
+		e.a.present[image] = digest
+		e.a.mu.Unlock()
+	}
+	return digest, err
+}
+
+// pull resolves image and brings its module into the node's cache.
+func (e *nodeEnv) pull(ctx context.Context, image string) (string, error) {
 	images := e.a.cfg.Conn.Images()
 	digest, size, err := images.Resolve(ctx, image)
 	if err != nil {
