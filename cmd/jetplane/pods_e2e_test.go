@@ -98,9 +98,14 @@ func TestPodsWalk(t *testing.T) {
 	hist := run(t, bin, s, "history", "Pod/default/hello", "-o", "json")
 	var phases []string
 	// The phases are Kubernetes'; jetplane's states are the reasons of the
-	// Ready condition.
-	for _, m := range regexp.MustCompile(`"type":\s*"Ready",\s*"status":\s*"\w+",\s*"reason":\s*"(\w+)"`).FindAllStringSubmatch(hist, -1) {
-		phases = append(phases, m[1])
+	// Ready condition, and the states a report stands for too are listed
+	// before it (decision 0089).
+	for _, m := range regexp.MustCompile(`"type":\s*"(?:Ready",\s*"status":\s*"\w+",\s*"reason":\s*"(\w+)"|jetplane.dev/PassedStates",\s*"status":\s*"True",\s*"reason":\s*"Coalesced",\s*"message":\s*"([^"]*)")`).FindAllStringSubmatch(hist, -1) {
+		if m[1] != "" {
+			phases = append(phases, m[1])
+		} else {
+			phases = append(phases, strings.Split(m[2], ", ")...)
+		}
 	}
 	want := []string{"Registered", "ImagePull", "Starting", "Running", "Completed"}
 	next := 0

@@ -16,19 +16,16 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/jetplane/jetplane/events"
 	sm "github.com/jetplane/jetplane/reconcilers/statemachine"
-	"github.com/jetplane/jetplane/schemas"
 	"github.com/jetplane/jetplane/schemas/podspec"
 )
 
@@ -188,11 +185,14 @@ type Agent struct {
 
 	reports *reporter
 
-	mu     sync.Mutex
-	pods   map[string]*podRunner // namespace/name
-	pulls  map[string]*sync.Mutex
-	quotas map[string]*quota // a pod's volumes' quota, by uid
-	closed bool
+	mu    sync.Mutex
+	pods  map[string]*podRunner // namespace/name
+	pulls map[string]*sync.Mutex
+	// present maps an image reference to the digest it resolved to when
+	// the node last pulled it (nodeEnv.Pull).
+	present map[string]string
+	quotas  map[string]*quota // a pod's volumes' quota, by uid
+	closed  bool
 }
 
 type podRunner struct {
@@ -228,7 +228,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, host: host, key: key, pods: map[string]*podRunner{}, pulls: map[string]*sync.Mutex{}, quotas: map[string]*quota{}}
+	a := &Agent{cfg: cfg, host: host, key: key, pods: map[string]*podRunner{}, pulls: map[string]*sync.Mutex{}, present: map[string]string{}, quotas: map[string]*quota{}}
 	a.reports = &reporter{a: a, wake: make(chan struct{}, 1)}
 	return a, nil
 }
@@ -430,7 +430,7 @@ func (a *Agent) run(pctx, ctx context.Context, r *podRunner, w *podspec.Work) {
 				a.cfg.Logger.Info("pod stopped: deletion requested", "pod", w.Namespace+"/"+w.Name, "took", time.Since(time.Unix(0, at)))
 			}
 		}
-		a.reports.add(r, w, Entered(s, run))
+		a.reports.add(r, w, s, Entered(s, run))
 	}
 	defer func() {
 		// A failure in this pod's machine or runtime is this pod's error,
@@ -516,133 +516,6 @@ func (a *Agent) podQuota(uid string) *quota {
 	return q
 }
 
-// report is one status to send.
-type report struct {
-	r    *podRunner
-	pod  string // namespace/name
-	data []byte // the encoded event
-}
-
-// reporter sends the agent's status reports, in the order the pods
-// entered their states, every report queued while a request is in flight
-// going in the next one: under load a request carries many pods' states,
-// and an instance records them together (StatusService.HandleBatch). A
-// report not recorded is sent again, with its pod's later ones behind it,
-// after a backoff growing to reportBackoffMax, for as long as the agent
-// runs: a node never stops telling what its pods do. Only a refusal (the
-// pod is gone or bound elsewhere) or the pod's work item going away
-// (it was finalized) drops a report.
-type reporter struct {
-	a    *Agent
-	mu   sync.Mutex
-	q    []report
-	wake chan struct{}
-}
-
-// Report batching bounds: at most maxReports per request; a failed
-// request is sent again after reportBackoffMin, doubling to
-// reportBackoffMax.
-const (
-	maxReports       = 256
-	reportBackoffMin = 100 * time.Millisecond
-	reportBackoffMax = 5 * time.Second
-	reportTimeout    = 10 * time.Second
-)
-
-func (rp *reporter) add(r *podRunner, w *podspec.Work, st *schemas.Status) {
-	ev := &schemas.Event{
-		Key:    &schemas.ObjectKey{Kind: podspec.KindPod, Namespace: w.Namespace, Name: w.Name},
-		Object: &schemas.Object{Metadata: &schemas.ObjectMeta{Uid: w.UID}, Status: st},
-	}
-	data, err := proto.Marshal(ev)
-	if err != nil {
-		rp.a.cfg.Logger.Error("encode status", "err", err)
-		return
-	}
-	rp.mu.Lock()
-	rp.q = append(rp.q, report{r: r, pod: w.Namespace + "/" + w.Name, data: data})
-	rp.mu.Unlock()
-	select {
-	case rp.wake <- struct{}{}:
-	default:
-	}
-}
-
-// run sends reports until ctx ends.
-func (rp *reporter) run(ctx context.Context) {
-	backoff := time.Duration(0)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-rp.wake:
-		}
-		for {
-			rp.mu.Lock()
-			// Reports of finalized pods are no longer wanted.
-			q := rp.q[:0]
-			for _, rep := range rp.q {
-				if !rep.r.silent.Load() {
-					q = append(q, rep)
-				}
-			}
-			rp.q = q
-			n := min(len(rp.q), maxReports)
-			batch := slices.Clone(rp.q[:n])
-			rp.mu.Unlock()
-			if n == 0 {
-				break
-			}
-			retry := rp.send(ctx, batch)
-			rp.mu.Lock()
-			rp.q = append(retry, rp.q[n:]...)
-			rp.mu.Unlock()
-			if ctx.Err() != nil {
-				return
-			}
-			if len(retry) == 0 {
-				backoff = 0
-				continue
-			}
-			backoff = min(max(2*backoff, reportBackoffMin), reportBackoffMax)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-		}
-	}
-}
-
-// send sends batch and returns the reports to send again, in order.
-func (rp *reporter) send(ctx context.Context, batch []report) (retry []report) {
-	data := make([][]byte, len(batch))
-	for i, rep := range batch {
-		data[i] = rep.data
-	}
-	rctx, cancel := context.WithTimeout(ctx, reportTimeout)
-	errs, err := rp.a.cfg.Conn.ReportStatuses(rctx, data)
-	cancel()
-	if err != nil {
-		if ctx.Err() == nil {
-			rp.a.cfg.Logger.Warn("pod statuses not recorded; sending again", "reports", len(batch), "err", err)
-		}
-		return batch
-	}
-	for i, err := range errs {
-		switch {
-		case err == nil:
-		case errors.Is(err, events.ErrReportRefused):
-			// The pod is gone or bound elsewhere: saying it again will not help.
-			rp.a.cfg.Logger.Debug("pod status refused", "pod", batch[i].pod, "err", err)
-		default:
-			rp.a.cfg.Logger.Warn("pod status not recorded; sending again", "pod", batch[i].pod, "err", err)
-			retry = append(retry, batch[i])
-		}
-	}
-	return retry
-}
-
 // nodeEnv is a pod's world on this node.
 type nodeEnv struct{ a *Agent }
 
@@ -681,8 +554,35 @@ func (e *nodeEnv) imagePath(digest string) string {
 
 // Pull resolves image and brings its module into the node's cache,
 // verifying the digest of what arrived; a module that does not verify is
-// never kept.
-func (e *nodeEnv) Pull(ctx context.Context, image string) (string, error) {
+// never kept. Unless policy is Always, a reference the node resolved
+// before to a module it still holds is not resolved again (Kubernetes'
+// IfNotPresent: a tag moved since reaches this node's pods that ask
+// for Always, or once the node restarts).
+func (e *nodeEnv) Pull(ctx context.Context, image string, policy corev1.PullPolicy) (string, error) {
+	if policy != corev1.PullAlways {
+		e.a.mu.Lock()
+		digest, ok := e.a.present[image]
+		e.a.mu.Unlock()
+		if ok {
+			if _, err := os.Stat(e.imagePath(digest)); err == nil {
+				return digest, nil
+			}
+		}
+		if policy == corev1.PullNever {
+			return "", fmt.Errorf("ErrImageNeverPull: image %s is not present on node %s and its imagePullPolicy is Never", image, e.a.cfg.Node)
+		}
+	}
+	digest, err := e.pull(ctx, image)
+	if err == nil {
+		e.a.mu.Lock()
+		e.a.present[image] = digest
+		e.a.mu.Unlock()
+	}
+	return digest, err
+}
+
+// pull resolves image and brings its module into the node's cache.
+func (e *nodeEnv) pull(ctx context.Context, image string) (string, error) {
 	images := e.a.cfg.Conn.Images()
 	digest, size, err := images.Resolve(ctx, image)
 	if err != nil {

@@ -150,7 +150,7 @@ func BenchmarkPodStartRate(b *testing.B) {
 	}
 	w := watchPhase(b, c, "Completed")
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0, seq0 := cpuTime(), c.app.Store().Seq()
 	start := apply(func(i int) string { return podYAML(fmt.Sprintf("r%d", i), "n1", "Never", "workload:v1", "hello") })
 	for i := range b.N {
 		w.await(b, fmt.Sprintf("r%d", i))
@@ -158,6 +158,8 @@ func BenchmarkPodStartRate(b *testing.B) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "pods/s")
+	// Events in the log per pod: the apply, and the agent's reports.
+	b.ReportMetric(float64(c.app.Store().Seq()-seq0)/float64(b.N), "events/pod")
 	// The whole process (API, log, reconcilers, agent, modules): how
 	// many cores' worth a pod start costs, whatever else shares them.
 	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/pod")

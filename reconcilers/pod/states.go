@@ -112,8 +112,12 @@ type Env interface {
 	// outside its allowed roots), nil when it can run it.
 	CheckSpec(w *podspec.Work) error
 	// Pull brings image into the node's cache, verified, and returns its
-	// digest.
-	Pull(ctx context.Context, image string) (digest string, err error)
+	// digest. policy is Kubernetes' imagePullPolicy, defaulted
+	// (PullPolicy): IfNotPresent takes the digest the node resolved the
+	// same reference to before, when that module is still cached,
+	// without asking the image store; Never only that; Always resolves
+	// the reference every time.
+	Pull(ctx context.Context, image string, policy corev1.PullPolicy) (digest string, err error)
 	// Start instantiates container c of the pod, run restart times before.
 	Start(ctx context.Context, w *podspec.Work, c *corev1.Container, digest string, restart int) (Process, error)
 }
@@ -183,7 +187,7 @@ func (s Registered) Handle(ctx context.Context, r *Run) sm.Step[*Run] {
 func (s ImagePull) Handle(ctx context.Context, r *Run) sm.Step[*Run] {
 	for i := range r.Work.Spec.Containers {
 		c := &r.Work.Spec.Containers[i]
-		d, err := r.Env.Pull(ctx, c.Image)
+		d, err := r.Env.Pull(ctx, c.Image, PullPolicy(c))
 		if ctx.Err() != nil {
 			return next(sm.Move(s, Terminated{}))
 		}
@@ -195,6 +199,19 @@ func (s ImagePull) Handle(ctx context.Context, r *Run) sm.Step[*Run] {
 	}
 	r.pullDelay = 0
 	return next(sm.Move(s, Starting{}))
+}
+
+// PullPolicy is container c's imagePullPolicy, defaulted as Kubernetes
+// defaults it: Always for a tag "latest", IfNotPresent otherwise (a
+// digest names one module forever).
+func PullPolicy(c *corev1.Container) corev1.PullPolicy {
+	if c.ImagePullPolicy != "" {
+		return c.ImagePullPolicy
+	}
+	if _, tag, _, err := podspec.ParseImageRef(c.Image); err == nil && tag == "latest" {
+		return corev1.PullAlways
+	}
+	return corev1.PullIfNotPresent
 }
 
 func (s ImagePullBackoff) Handle(ctx context.Context, r *Run) sm.Step[*Run] {

@@ -112,7 +112,7 @@ type fakeEnv struct {
 
 func (e *fakeEnv) CheckSpec(*podspec.Work) error { return e.specErr }
 
-func (e *fakeEnv) Pull(_ context.Context, image string) (string, error) {
+func (e *fakeEnv) Pull(_ context.Context, image string, _ corev1.PullPolicy) (string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	d, ok := e.images[image]

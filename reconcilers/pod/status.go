@@ -3,6 +3,7 @@ package pod
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -21,8 +22,15 @@ const (
 	// places it.
 	ReasonUnschedulable = "Unschedulable-until-scheduled"
 	ReasonNodeLost      = "NodeLost"
-	PhaseFailed         = "Failed"
-	PhasePending        = "Pending"
+	// ConditionPassed, on a status an agent reported, names (in its
+	// message, comma-separated, earliest first) the states the pod
+	// entered and left before the one reported, whose reports were
+	// still queued on the node when this one was sent: the pod started
+	// faster than its node's reports travel, and one event records them
+	// all (decision 0089). Passed reads it back.
+	ConditionPassed = "jetplane.dev/PassedStates"
+	PhaseFailed     = "Failed"
+	PhasePending    = "Pending"
 )
 
 // Entered is the status to record on entering state: the one place a
@@ -182,6 +190,17 @@ func StateOf(st *schemas.Status) string {
 		}
 	}
 	return st.GetPhase()
+}
+
+// Passed is the states a status says the pod entered and left before
+// the one it reports (ConditionPassed), earliest first.
+func Passed(st *schemas.Status) []string {
+	for _, c := range st.GetConditions() {
+		if c.GetType() == ConditionPassed && c.GetMessage() != "" {
+			return strings.Split(c.GetMessage(), ", ")
+		}
+	}
+	return nil
 }
 
 // finished reports whether a pod's status says it ended for good: the v1

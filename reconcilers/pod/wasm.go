@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -178,6 +179,9 @@ type wasmProc struct {
 	done   chan struct{}
 	exit   Exit
 	tail   *tailBuffer
+	// stoppedSleeps counts the module's sleeps once it was stopped: one
+	// at most, which ends it.
+	stoppedSleeps atomic.Int32
 }
 
 func (p *wasmProc) Done() <-chan struct{} { return p.done }
@@ -198,12 +202,23 @@ func (h *wasmHost) start(ctx context.Context, rt wazero.Runtime, mod *compiled, 
 		// wait) wakes when it is stopped, so stopping never waits for
 		// its timer.
 		WithNanosleep(func(ns int64) {
-			t := time.NewTimer(time.Duration(ns))
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-pctx.Done():
+			if pctx.Err() == nil {
+				t := time.NewTimer(time.Duration(ns))
+				select {
+				case <-t.C:
+					return
+				case <-pctx.Done():
+					t.Stop()
+				}
 			}
+			// Stopped: the module ends here, as proc_exit ends it.
+			// Returning would hand a Go runtime a sleep cut short, which
+			// it asks for again at once, and again, until the runtime's
+			// own closer (a goroutine that may wait its turn for a core)
+			// marks the module closed: milliseconds of CPU per stopped
+			// pod, a thousand of them at once in a rollout.
+			p.stoppedSleeps.Add(1)
+			panic(sys.NewExitError(sys.ExitCodeContextCanceled))
 		})
 	for _, kv := range s.env {
 		cfg = cfg.WithEnv(kv[0], kv[1])

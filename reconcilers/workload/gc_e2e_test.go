@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/projections"
+	"github.com/jetplane/jetplane/reconcilers/pod"
 	"github.com/jetplane/jetplane/reconcilers/workload"
 	"github.com/jetplane/jetplane/schemas"
 )
@@ -150,8 +151,11 @@ func TestOrphanDeletionLeavesTheDependentsAndTheOwnerAdoptsThemBack(t *testing.T
 		}
 		starts := 0
 		for _, ev := range evs {
-			for _, cond := range ev.GetObject().GetStatus().GetConditions() {
-				if cond.GetType() == "Ready" && cond.GetReason() == "Starting" {
+			// Starting reported, or passed on the way to a later state
+			// (decision 0089).
+			st := ev.GetObject().GetStatus()
+			for _, state := range append(pod.Passed(st), pod.StateOf(st)) {
+				if state == "Starting" {
 					starts++
 				}
 			}
