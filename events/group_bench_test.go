@@ -16,21 +16,23 @@ import (
 
 // BenchmarkAppendEachConcurrent has writers that each append one entry at
 // a time through AppendEach, as concurrent single-object requests do, on a
-// server that fsyncs every write (--sync=always): with each group written
-// as one atomic batch, and with the entries pipelined each on its own. It
-// reports entries/s and the process's CPU per entry (the embedded server
-// runs in it).
+// server that fsyncs every write (--sync=always): with every group of two
+// or more written as one atomic batch (atomic), with groups atomic only
+// from Config.MinAtomicGroup's default on (default, decision 0086), and
+// with every entry pipelined on its own (pipelined). It reports entries/s
+// and the process's CPU per entry (the embedded server runs in it).
 func BenchmarkAppendEachConcurrent(b *testing.B) {
+	modes := []struct {
+		name      string
+		atomic    bool
+		minAtomic int
+	}{{"atomic", true, 2}, {"default", true, 0}, {"pipelined", false, 0}}
 	for _, writers := range []int{8, 24, 64} {
-		for _, atomicGroups := range []bool{true, false} {
-			name := "pipelined"
-			if atomicGroups {
-				name = "atomic"
-			}
-			b.Run(fmt.Sprintf("writers=%d/%s", writers, name), func(b *testing.B) {
+		for _, m := range modes {
+			b.Run(fmt.Sprintf("writers=%d/%s", writers, m.name), func(b *testing.B) {
 				_, nc := testenv.NATSWith(b, embedded.Config{SyncAlways: true})
 				ctx := context.Background()
-				l, err := events.Open(ctx, nc, events.Config{AtomicGroups: atomicGroups})
+				l, err := events.Open(ctx, nc, events.Config{AtomicGroups: m.atomic, MinAtomicGroup: m.minAtomic})
 				if err != nil {
 					b.Fatal(err)
 				}
