@@ -20,9 +20,11 @@ const groupWriteTimeout = 10 * time.Second
 // door all pass here, so concurrent writers of any kind share one fsync.
 //
 // While one group is being written, the entries that arrive form the
-// next; a group is one atomic batch: one round trip and one fsync for
-// all. Should the log refuse it — an entry's concurrency check failed, or
-// one is a stored retry — its entries are written again pipelined, each
+// next; a group of at least Config.MinAtomicGroup entries is one atomic
+// batch: one round trip and one fsync for all (a smaller one is
+// pipelined, which costs less than the server's staging of a batch).
+// Should the log refuse it — an entry's concurrency check failed, or one
+// is a stored retry — its entries are written again pipelined, each
 // with its own outcome, so a conflict stays with its entry and the others
 // land (entries keep their event ids, so none is stored twice). Without
 // AtomicGroups entries are pipelined at once (AppendAsync): with nothing
@@ -80,7 +82,8 @@ func (l *Log) RefusedGroups() int64 { return l.group.refused.Load() }
 // grouper gathers AppendEach's callers into groups. Safe for concurrent
 // use; its zero value is ready.
 type grouper struct {
-	atomic bool
+	atomic    bool
+	minAtomic int // fewer entries than this are pipelined even when atomic
 	// groups and grouped count the groups of more than one entry written
 	// and the entries in them, refused those the log refused as a whole
 	// and that were written again entry by entry (for tests and metrics).
@@ -177,7 +180,7 @@ func (g *grouper) append(ctx context.Context, l *Log, entries []Entry) ([]Result
 		}
 		return []Result{r}, nil
 	}
-	if g.atomic && len(entries) <= MaxBatch {
+	if g.atomic && len(entries) >= g.minAtomic && len(entries) <= MaxBatch {
 		results, err := l.AppendBatch(ctx, entries)
 		switch {
 		case err == nil:

@@ -16,9 +16,13 @@ import (
 // of several entries stay with their own entries while the rest of their
 // group lands, written atomically or pipelined.
 func TestAppendEachGroupsCallersAndKeepsOutcomes(t *testing.T) {
-	for _, atomicGroups := range []bool{true, false} {
-		t.Run(fmt.Sprintf("atomic=%t", atomicGroups), func(t *testing.T) {
-			l := testenv.Log(t, events.Config{AtomicGroups: atomicGroups})
+	for _, c := range []struct {
+		atomicGroups bool
+		minAtomic    int
+	}{{true, 2}, {true, 0}, {false, 0}} {
+		atomicGroups := c.atomicGroups
+		t.Run(fmt.Sprintf("atomic=%t/min=%d", atomicGroups, c.minAtomic), func(t *testing.T) {
+			l := testenv.Log(t, events.Config{AtomicGroups: atomicGroups, MinAtomicGroup: c.minAtomic})
 			ctx := context.Background()
 			stored, err := l.Append(ctx, events.Entry{Event: event(key("stored"), "stored-1"), Expect: 0})
 			if err != nil {

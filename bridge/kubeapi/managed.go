@@ -18,8 +18,6 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
-	"github.com/jetplane/jetplane/projections"
-	"github.com/jetplane/jetplane/schemas"
 	"github.com/jetplane/jetplane/schemas/crd"
 )
 
@@ -78,11 +76,14 @@ type fieldManagers struct {
 }
 
 type cachedManager struct {
-	def uint64 // the resourceVersion of the CRD it was built from
+	// def is the definition it was built from (nil for built-in kinds): a
+	// changed CustomResourceDefinition is a new definition in a new
+	// catalog, so the pointer says whether it still holds.
+	def *crd.Definition
 	fm  *managedfields.FieldManager
 }
 
-func (c *fieldManagers) get(key string, def uint64, build func() (*managedfields.FieldManager, error)) (*managedfields.FieldManager, error) {
+func (c *fieldManagers) get(key string, def *crd.Definition, build func() (*managedfields.FieldManager, error)) (*managedfields.FieldManager, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.m[key]; ok && e.def == def {
@@ -102,17 +103,13 @@ func (c *fieldManagers) get(key string, def uint64, build func() (*managedfields
 func (s *Server) fieldManager(q *request, sub string) (*managedfields.FieldManager, error) {
 	gvk := kindOf(q.res)
 	if q.res.def == nil && typedKind(gvk) {
-		return s.fms.get(gvk.String()+"/"+sub, 0, func() (*managedfields.FieldManager, error) {
+		return s.fms.get(gvk.String()+"/"+sub, nil, func() (*managedfields.FieldManager, error) {
 			return managedfields.NewDefaultFieldManager(builtinTypeConverter(), versionConverter{}, noDefaults{}, creater{}, gvk, gvk.GroupVersion(), sub, resetFields(gvk.GroupVersion(), sub))
 		})
 	}
-	var def *schemas.Object
-	if q.res.def != nil {
-		def = s.cfg.Store.Get(projections.Key{Kind: crd.Kind, Name: q.res.plural + "." + q.res.group})
-	}
-	return s.fms.get(gvk.String()+"/"+sub, def.GetMetadata().GetResourceVersion(), func() (*managedfields.FieldManager, error) {
+	return s.fms.get(gvk.String()+"/"+sub, q.res.def, func() (*managedfields.FieldManager, error) {
 		tc := managedfields.NewDeducedTypeConverter()
-		if def != nil {
+		if q.res.def != nil {
 			tc = s.definedTypeConverter(q.res)
 		}
 		return managedfields.NewDefaultCRDFieldManager(tc, versionConverter{}, noDefaults{}, creater{}, gvk, gvk.GroupVersion(), sub, resetFields(gvk.GroupVersion(), sub))

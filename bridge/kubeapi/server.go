@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -67,6 +68,26 @@ type Config struct {
 type Server struct {
 	cfg Config
 	fms fieldManagers
+	// cat is the catalog built for the defined kinds last seen: built
+	// again only when the CustomResourceDefinitions in effect change (the
+	// kinds' catalog is then a new one), not on every request.
+	cat atomic.Pointer[servedCatalog]
+}
+
+type servedCatalog struct {
+	defined *crd.Catalog
+	cat     *catalog
+}
+
+// served is the catalog of the resources served now.
+func (s *Server) served() *catalog {
+	defined := s.defined()
+	if c := s.cat.Load(); c != nil && c.defined == defined {
+		return c.cat
+	}
+	c := &servedCatalog{defined: defined, cat: newCatalog(defined)}
+	s.cat.Store(c)
+	return c.cat
 }
 
 // New validates cfg and builds the server.
@@ -110,7 +131,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, caller Caller) error {
 	path := strings.Trim(r.URL.Path, "/")
 	parts := strings.Split(path, "/")
-	cat := newCatalog(s.defined())
+	cat := s.served()
 	switch {
 	case path == "version":
 		// The Kubernetes version is the one whose clients are tested against

@@ -49,7 +49,9 @@ func meanOf(rs []kubeBurst, f func(kubeBurst) float64) float64 {
 // iteration: kube-apiserver on etcd (both real, from internal/testenv/kube)
 // with a controller-runtime controller (internal/tools/crbench, its own
 // module), then jetplane at default durability, then jetplane with
-// --sync=always (etcd fsyncs every write before it answers). It reports
+// --sync=always (etcd fsyncs every write before it answers, as in
+// production: kubeenv.Fsync; jetplane's default fsyncs on an interval, so
+// only the --sync=always figures are at equal durability). It reports
 // each one's objects/s, p99 and CPU per object, and jetplane's ratio to
 // the Kubernetes stack of the same iteration.
 //
@@ -66,7 +68,7 @@ func BenchmarkCompareKube(b *testing.B) {
 	bin := crbenchBinary(b)
 	var kube, jpDefault, jpAlways, jpSingle, jpSingleAlways []kubeBurst
 	for range b.N {
-		env := kubeenv.Start(b)
+		env := kubeenv.Start(b, kubeenv.Fsync())
 		var pids []string
 		for _, p := range env.PIDs() {
 			pids = append(pids, fmt.Sprint(p))

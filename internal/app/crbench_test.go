@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -137,25 +138,41 @@ func servesStatus(t *testing.T, kubeconfig string) bool {
 // objects through controller-runtime's cache, creates them, and writes
 // each one's status through the status subresource until all are Ready.
 // BenchmarkCRBench runs the full burst beside kube-apiserver.
+//
+// JETPLANE_CRBENCH_N sets the burst's size (default 300): with it the test
+// is how jetplane is profiled under the burst (-cpuprofile, -memprofile
+// profile this process, which is jetplane's).
 func TestCRBenchAgainstJetplane(t *testing.T) {
+	n := 300
+	if v := os.Getenv("JETPLANE_CRBENCH_N"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("JETPLANE_CRBENCH_N=%q: want a number of objects", v)
+		}
+	}
 	a, kubeconfig := crbenchJetplane(t, true)
 	if !servesStatus(t, kubeconfig) {
 		t.Fatal("jetplane does not serve probes/status; crbench's controller writes status through it")
 	}
-	r := runCRBench(t, kubeconfig, 300, nil)
+	cpu0 := cpuTime()
+	r := runCRBench(t, kubeconfig, n, nil)
+	cpu := cpuTime() - cpu0
 	if r.ObjectsPerS <= 0 {
 		t.Fatalf("crbench reported %+v", r)
 	}
-	if got := a.Store().Len(); got < 300 {
-		t.Fatalf("jetplane holds %d objects after crbench's 300", got)
+	if got := a.Store().Len(); got < n {
+		t.Fatalf("jetplane holds %d objects after crbench's %d", got, n)
 	}
-	t.Logf("crbench against jetplane (--sync=always), 300 objects: %.0f objects/s, p99 %.0f ms", r.ObjectsPerS, r.P99Ms)
+	groups, grouped := a.Log().Groups()
+	t.Logf("crbench against jetplane (--sync=always), %d objects: %.0f objects/s, p99 %.0f ms; CPU per object: jetplane %.2f ms, controller %.2f ms; %d groups of %d entries",
+		n, r.ObjectsPerS, r.P99Ms, float64(cpu.Microseconds())/1000/float64(n), r.CPUMsPerObj, groups, grouped)
 }
 
 // BenchmarkCRBench runs crbench's controller-runtime controller, the same
 // binary with the same arguments, against kube-apiserver + etcd and
-// against jetplane with --sync=always (etcd fsyncs every write before it
-// answers) in each iteration: a burst of 10,000 objects created one a
+// against jetplane with --sync=always in each iteration (etcd fsyncs
+// every write before it answers: kubeenv.Fsync; the test environment's
+// etcd does not by default): a burst of 10,000 objects created one a
 // request, 16 at a time, each read from the controller's cache and
 // written Ready through the status subresource by 8 workers. Both servers
 // are met over HTTPS with a bearer token. CPU per object covers etcd,
@@ -167,7 +184,7 @@ func BenchmarkCRBench(b *testing.B) {
 	const n = 10_000
 	var kube, jet []kubeBurst
 	for range b.N {
-		env := kubeenv.Start(b)
+		env := kubeenv.Start(b, kubeenv.Fsync())
 		kube = append(kube, runCRBench(b, env.Kubeconfig(), n, env.PIDs()))
 		env.StopAPIServer(b)
 

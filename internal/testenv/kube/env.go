@@ -43,14 +43,24 @@ type Env struct {
 	kubeconfig string
 	etcd       *process
 	apiserver  *process // nil while stopped
+	fsync      bool
 }
+
+// Option configures Start.
+type Option func(*Env)
+
+// Fsync makes etcd fsync its log before it answers each write, as a
+// production etcd does. Without it etcd runs with --unsafe-no-fsync: the
+// data is thrown away with the test. Benchmarks that compare with a
+// jetplane that fsyncs every write (--sync=always) need it.
+func Fsync() Option { return func(e *Env) { e.fsync = true } }
 
 // Start runs etcd and kube-apiserver in a temporary directory, waits until
 // the apiserver's /readyz passes, and stops both through tb.Cleanup.
 //
 // A binary missing from the cache is built first (see EnsureBinaries); only
 // with -short, and not under CI=true, does Start skip the test instead.
-func Start(tb testing.TB) *Env {
+func Start(tb testing.TB, opts ...Option) *Env {
 	tb.Helper()
 	if testing.Short() && os.Getenv("CI") != "true" && !cached() {
 		tb.Skip("kube-apiserver and etcd are not built yet: run without -short, or `go run ./internal/testenv/kube/prebuild`")
@@ -60,6 +70,9 @@ func Start(tb testing.TB) *Env {
 		tb.Fatal(err)
 	}
 	e := &Env{dir: tb.TempDir(), bins: bins}
+	for _, o := range opts {
+		o(e)
+	}
 	if e.creds, err = writeCredentials(e.dir); err != nil {
 		tb.Fatal(err)
 	}
@@ -175,8 +188,10 @@ func (e *Env) startEtcd() error {
 			"--listen-peer-urls=" + peerURL,
 			"--initial-advertise-peer-urls=" + peerURL,
 			"--initial-cluster=jetplane-test=" + peerURL,
+		}
+		if !e.fsync {
 			// The data is thrown away with the test.
-			"--unsafe-no-fsync",
+			args = append(args, "--unsafe-no-fsync")
 		}
 		var p *process
 		if p, err = startProcess("etcd", e.bins.Etcd, args, e.dir, filepath.Join(e.dir, "etcd.log")); err != nil {
