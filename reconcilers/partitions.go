@@ -245,13 +245,24 @@ func (ps *partitions) balance(ctx context.Context, members Members) {
 		if !leased {
 			wait, lost = relook.C, nil
 		}
+		// Once draining, the partitions still held give up as their runs
+		// end: look again now and then, rather than on every turn of a
+		// channel that stays closed (which spun this loop).
+		drain, drainPoll := ps.draining, (<-chan time.Time)(nil)
+		if draining {
+			drain = nil
+			if len(held) > 0 {
+				drainPoll = time.After(10 * time.Millisecond)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-changed:
 		case <-lost:
 		case <-wait:
-		case <-ps.draining:
+		case <-drain:
+		case <-drainPoll:
 		case p := <-finished:
 			// Given up (or failed): forget it, and take it again if it is
 			// still assigned here.
