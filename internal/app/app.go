@@ -291,7 +291,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	// credential names them, are defined by that code until a
 	// CustomResourceDefinition defines them.
 	kindCheck := gate.NewKindCheck(a.store, a.finalizes)
-	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.finalizes, Admit: kindCheck.Admit, Sealer: a.seal, AtomicGroups: atomicGroups(cfg), Logger: cfg.Logger}); err != nil {
+	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.finalizes, Controller: a.controllerOf, Admit: kindCheck.Admit, Sealer: a.seal, AtomicGroups: atomicGroups(cfg), Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	if err := a.podServices(a.gate); err != nil {
@@ -319,7 +319,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		Gate: a.gate, Store: a.store, Charts: charts, Backup: a.backup, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters, NextRun: a.runtime.NextRun,
 		Tokens: cfg.Tokens, Principals: cfg.Principals, Registerer: reg, Gatherer: reg, Logger: cfg.Logger, Pods: a.pods,
 		Reconciler: a.reconcilerOf, Defined: kindCheck.Catalog, Version: a.version(), Console: console.Handler(), Partitions: a.log.PartitionHolders,
-		Integrity: a.integrityAPI(),
+		Integrity: a.integrityAPI(), ControllerToken: a.controllerToken(),
 	}); err != nil {
 		return nil, err
 	}
