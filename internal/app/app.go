@@ -143,6 +143,9 @@ type App struct {
 	monitor  *integrity.Monitor
 	resyncMu sync.Mutex
 	resync   *integrity.Checkpoint // a cluster node taking the log again up to here
+	// foldTo is, once such a node holds the log again, the sequence its
+	// projection must fold before it is ready (0: none).
+	foldTo uint64
 }
 
 // New starts the log and builds every part; Run starts them.
@@ -429,6 +432,9 @@ func (a *App) ready() error {
 	}
 	if !a.projector.Ready() {
 		return errors.New("projection still catching up with the log")
+	}
+	if err := a.restoredFolded(); err != nil {
+		return err
 	}
 	if a.bridge != nil {
 		if err := a.bridge.Ready(); err != nil {
