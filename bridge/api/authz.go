@@ -162,7 +162,8 @@ func (s *Server) authenticate(r *http.Request) (*Principal, error) {
 			return nil, httpError(http.StatusUnauthorized, err.Error())
 		}
 		if name != "" {
-			return &Principal{Name: name, Role: RoleController}, nil
+			p, _ := s.controllers.LoadOrStore(name, &Principal{Name: name, Role: RoleController})
+			return p.(*Principal), nil
 		}
 	}
 	if len(s.tokens.ps) == 0 {

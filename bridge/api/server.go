@@ -117,6 +117,10 @@ type Server struct {
 	tokens    *tokens
 	limits    *limiter
 	limitsCfg Limits
+	// controllers holds one principal per controller credential that
+	// authenticated (name → *Principal), so that its limits are its own
+	// across requests.
+	controllers sync.Map
 	// stateSt is the state last rebuilt for GET /v1/state, at stateSeq;
 	// stateMu also lets one rebuild run at a time.
 	stateMu  sync.Mutex
