@@ -197,21 +197,7 @@ func (c *cluster) waitRunning(owner projections.Key, n int, d time.Duration, whe
 }
 
 func deploymentYAML(replicas int, image, arg string) string {
-	return fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: default}
-spec:
-  replicas: %d
-  selector: {matchLabels: {app: web}}
-  strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 1}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers:
-      - name: web
-        image: %s
-        args: [serve, %s]
-`, replicas, image, arg)
+	return apptest.Deployment("default", replicas, image, "serve", arg)
 }
 
 var webKey = projections.Key{Kind: workload.KindDeployment, Namespace: "default", Name: "web"}
