@@ -2,7 +2,9 @@ package security
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,34 +21,20 @@ import (
 	"github.com/jetplane/jetplane/projections"
 )
 
-const kindsWithStatus = `apiVersion: apiextensions.k8s.io/v1
+// kindWithStatus is the CustomResourceDefinition of kind (plural
+// plural) in example.com, schemaless, with a status subresource.
+func kindWithStatus(kind, plural string) string {
+	return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {name: widgets.example.com}
+metadata: {name: %[2]s.example.com}
 spec:
   group: example.com
   scope: Namespaced
-  names: {kind: Widget, plural: widgets, singular: widget}
+  names: {kind: %[1]s, plural: %[2]s, singular: %[3]s}
   versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: gadgets.example.com}
-spec:
-  group: example.com
-  scope: Namespaced
-  names: {kind: Gadget, plural: gadgets, singular: gadget}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-`
+  - {name: v1, served: true, storage: true, subresources: {status: {}}, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+`, kind, plural, strings.ToLower(kind))
+}
 
 const widgetObjects = `apiVersion: v1
 kind: Namespace
@@ -83,7 +71,7 @@ func TestStatusSubresourceAuthorizesAsTheDoor(t *testing.T) {
 	a := start(t, app.Config{Principals: principals()})
 	ctx := context.Background()
 	admin := &api.Client{BaseURL: a.URL(), Token: "admin-token"}
-	if _, err := admin.Apply(ctx, "crds.yaml", []byte(kindsWithStatus), ""); err != nil {
+	if _, err := admin.Apply(ctx, "crds.yaml", []byte(kindWithStatus("Widget", "widgets")+"---\n"+kindWithStatus("Gadget", "gadgets")), ""); err != nil {
 		t.Fatal(err)
 	}
 	widgetsCreds, err := a.Creds().CreateWithKinds(auth.RoleController, "widgets", []string{widgetKind})
