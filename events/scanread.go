@@ -102,7 +102,20 @@ func (l *Log) readRangeOnce(ctx context.Context, next *uint64, to, last uint64, 
 	}
 	defer l.removeConsumer(ctx, cfg.Name)
 	if cons.CachedInfo().NumPending == 0 {
-		return true, nil // nothing stored from *next on
+		// Nothing from *next on where the consumer runs. Either the log
+		// holds nothing of *next..to (retention removes from the front and
+		// the log denies deletes, so nothing goes from inside it), or
+		// the consumer was placed on a replica still taking the log (a
+		// cluster node that joins again), which has not got them yet:
+		// then they are read again, on a new consumer.
+		info, err := l.stream.Info(ctx)
+		if err != nil {
+			return false, err
+		}
+		if st := info.State; st.Msgs == 0 || st.FirstSeq > to || st.LastSeq < *next {
+			return true, nil
+		}
+		return false, errScanStalled
 	}
 
 	r := &rangeRead{l: l, next: *next, to: to, last: last, out: out, need: to - *next + 1,

@@ -22,6 +22,11 @@ const (
 	RoleWriter Role = "writer"
 	// RoleReader may get, list, watch, and read history and past state.
 	RoleReader Role = "reader"
+	// RoleController is a controller credential's process, which
+	// authenticates with a token signed by its credential (Config.
+	// ControllerToken) and never with a token of the token file: it reads,
+	// and records the status of its kinds' objects (gate.Authorize).
+	RoleController Role = "controller"
 )
 
 // ParseRole parses a role name.
@@ -56,7 +61,7 @@ func (p *Principal) may(v verb) bool {
 		return true
 	case RoleWriter:
 		return v == verbRead || v == verbWrite
-	case RoleReader:
+	case RoleReader, RoleController:
 		return v == verbRead
 	}
 	return false
@@ -148,10 +153,22 @@ func (t *tokens) lookup(token string) *Principal {
 
 // authenticate finds the request's principal: 401 without a known token.
 func (s *Server) authenticate(r *http.Request) (*Principal, error) {
+	tok, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if found && s.cfg.ControllerToken != nil {
+		// A controller's token is its own, open API or not: it acts as
+		// that controller, never as anonymous.
+		name, err := s.cfg.ControllerToken(tok)
+		if err != nil {
+			return nil, httpError(http.StatusUnauthorized, err.Error())
+		}
+		if name != "" {
+			p, _ := s.controllers.LoadOrStore(name, &Principal{Name: name, Role: RoleController})
+			return p.(*Principal), nil
+		}
+	}
 	if len(s.tokens.ps) == 0 {
 		return anonymous, nil
 	}
-	tok, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !found {
 		return nil, httpError(http.StatusUnauthorized, "missing bearer token; pass one with --token or JETPLANE_TOKEN")
 	}
@@ -222,6 +239,8 @@ func (p *Principal) gate() gate.Principal {
 		role = gate.RoleWriter
 	case RoleReader:
 		role = gate.RoleReader
+	case RoleController:
+		return gate.Principal{Name: "controller/" + p.Name, Role: gate.RoleController, Self: p.Name}
 	}
 	return gate.Principal{Name: "user/" + p.Name, Role: role, Namespaces: p.Namespaces}
 }

@@ -72,6 +72,11 @@ type Config struct {
 	Tokens map[string]string
 	// Principals are tokens with a role and namespaces (authz.go).
 	Principals []Principal
+	// ControllerToken checks a controller credential's token (auth.
+	// SignToken) and returns the controller's name; "" and no error for a
+	// token not of that shape, which the other tokens then answer. Nil:
+	// controllers authenticate only to NATS.
+	ControllerToken func(token string) (controller string, err error)
 	// Sealer seals Secrets' values before they are appended and opens
 	// them for output (secrets.go); nil refuses Secrets with values.
 	Sealer *seal.Sealer
@@ -112,6 +117,10 @@ type Server struct {
 	tokens    *tokens
 	limits    *limiter
 	limitsCfg Limits
+	// controllers holds one principal per controller credential that
+	// authenticated (name → *Principal), so that its limits are its own
+	// across requests.
+	controllers sync.Map
 	// stateSt is the state last rebuilt for GET /v1/state, at stateSeq;
 	// stateMu also lets one rebuild run at a time.
 	stateMu  sync.Mutex

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/internal/app"
+	"github.com/jetplane/jetplane/internal/apptest"
 	"github.com/jetplane/jetplane/reconcilers"
 	"github.com/jetplane/jetplane/schemas"
 )
@@ -58,37 +58,8 @@ func artifacts(t *testing.T) string {
 
 func startServer(t *testing.T, tokens map[string]string, principals ...api.Principal) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.New(ctx, app.Config{
-		DataDir: t.TempDir(), Listen: "127.0.0.1:0", NATSPort: -1, Tokens: tokens, Principals: principals,
-		Reconcilers: []reconcilers.Reconciler{widgets{}}, Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(a.URL() + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return a.URL()
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not ready: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	a, _ := apptest.Start(t, app.Config{Tokens: tokens, Principals: principals, Reconcilers: []reconcilers.Reconciler{widgets{}}}, 60*time.Second)
+	return a.URL()
 }
 
 // widgets reconciles Widget.example.com objects by declaring them Ready,
@@ -149,37 +120,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1400, 1000), chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true))
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-
-	shot := func(name string) chromedp.Action {
-		return chromedp.ActionFunc(func(ctx context.Context) error {
-			var png []byte
-			if err := chromedp.FullScreenshot(&png, 100).Do(ctx); err != nil {
-				return err
-			}
-			return os.WriteFile(filepath.Join(shots, name), png, 0o644)
-		})
-	}
-	poll := func(what, js string) chromedp.Action {
-		return chromedp.ActionFunc(func(ctx context.Context) error {
-			pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			if err := chromedp.Poll(js, nil, chromedp.WithPollingInterval(50*time.Millisecond)).Do(pctx); err != nil {
-				var body string
-				_ = chromedp.Evaluate(`document.getElementById("main").innerText + "\n" + document.getElementById("banner").innerText`, &body).Do(ctx)
-				return fmt.Errorf("%s: %w; the page shows:\n%s", what, err, body)
-			}
-			return nil
-		})
-	}
+	ctx := t.Context()
+	bctx := browser(t, exe)
+	shot := func(name string) chromedp.Action { return shotTo(shots, name) }
+	poll := func(what, js string) chromedp.Action { return pollFor(what, js, 30*time.Second, 50*time.Millisecond) }
 	row := `tr[data-key="ConfigMap/shop/web"]`
 
 	// Without a token the console says what it needs, in its own words (no
@@ -316,4 +260,48 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshots in %s", shots)
+}
+
+// browser starts headless Chromium (exe) for one test and returns its
+// context, which ends with the test, after 3 minutes at most.
+func browser(t *testing.T, exe string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 1000), chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(func() {
+		cancelBrowser()
+		cancelAlloc()
+		cancel()
+	})
+	return bctx
+}
+
+// shotTo saves a screenshot of the whole page as dir/name.
+func shotTo(dir, name string) chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		var png []byte
+		if err := chromedp.FullScreenshot(&png, 100).Do(ctx); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, name), png, 0o644)
+	})
+}
+
+// pollFor waits up to d, checking every interval, for js to hold on the
+// page; when it does not, the error names what and shows the page's text.
+func pollFor(what, js string, d, every time.Duration) chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		pctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		if err := chromedp.Poll(js, nil, chromedp.WithPollingInterval(every)).Do(pctx); err != nil {
+			var body string
+			_ = chromedp.Evaluate(`document.getElementById("main").innerText + "\n" + (document.getElementById("banner")?.innerText ?? "")`, &body).Do(ctx)
+			return fmt.Errorf("%s: %w; the page shows:\n%s", what, err, body)
+		}
+		return nil
+	})
 }

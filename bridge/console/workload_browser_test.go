@@ -3,11 +3,6 @@ package console_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +11,7 @@ import (
 
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/internal/app"
+	"github.com/jetplane/jetplane/internal/apptest"
 	"github.com/jetplane/jetplane/reconcilers/pod"
 )
 
@@ -49,47 +45,11 @@ spec:
 // Pending, not Ready).
 func TestConsoleShowsAWorkloadsPodsAndAPodsLogs(t *testing.T) {
 	exe := chromium(t)
-	wasm := filepath.Join(t.TempDir(), "hello.wasm")
-	build := exec.Command("go", "build", "-o", wasm, "../../deploy/examples/wasm/hello")
-	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the example module: %v\n%s", err, out)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.New(ctx, app.Config{
-		DataDir: t.TempDir(), Listen: "127.0.0.1:0", NATSPort: -1, Tokens: map[string]string{"s3cret": "alice"}, Logger: slog.New(slog.DiscardHandler),
+	bin := apptest.WASM(t, t.TempDir(), "../../deploy/examples/wasm/hello")
+	ctx := t.Context()
+	a, _ := apptest.Start(t, app.Config{Tokens: map[string]string{"s3cret": "alice"},
 		Pods: app.PodsConfig{Agent: pod.AgentConfig{Node: "n1", Heartbeat: 200 * time.Millisecond}},
-	})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(a.URL() + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not ready: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	bin, err := os.ReadFile(wasm)
-	if err != nil {
-		t.Fatal(err)
-	}
+	}, 60*time.Second)
 	if _, err := a.Images().Push(ctx, "hello:v1", strings.NewReader(string(bin)), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -99,36 +59,9 @@ func TestConsoleShowsAWorkloadsPodsAndAPodsLogs(t *testing.T) {
 	}
 
 	shots := artifacts(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1400, 1000), chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true))
-	bctx, cancelCtx := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancelCtx()
-	actx, cancelAlloc := chromedp.NewExecAllocator(bctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	shot := func(name string) chromedp.Action {
-		return chromedp.ActionFunc(func(ctx context.Context) error {
-			var png []byte
-			if err := chromedp.FullScreenshot(&png, 100).Do(ctx); err != nil {
-				return err
-			}
-			return os.WriteFile(filepath.Join(shots, name), png, 0o644)
-		})
-	}
-	poll := func(what, js string) chromedp.Action {
-		return chromedp.ActionFunc(func(ctx context.Context) error {
-			pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-			defer cancel()
-			if err := chromedp.Poll(js, nil, chromedp.WithPollingInterval(100*time.Millisecond)).Do(pctx); err != nil {
-				var body string
-				_ = chromedp.Evaluate(`document.getElementById("main").innerText`, &body).Do(ctx)
-				return fmt.Errorf("%s: %w; the page shows:\n%s", what, err, body)
-			}
-			return nil
-		})
-	}
+	bctx := browser(t, exe)
+	shot := func(name string) chromedp.Action { return shotTo(shots, name) }
+	poll := func(what, js string) chromedp.Action { return pollFor(what, js, 60*time.Second, 100*time.Millisecond) }
 	// Pages load once: reload until what the server has shows.
 	reloadUntil := func(what, url, js string) chromedp.Action {
 		return chromedp.ActionFunc(func(ctx context.Context) error {

@@ -44,8 +44,11 @@ type Principal struct {
 	// Owner is the object a controller writes children for
 	// ("HelmRelease/shop/web"); set only for RoleController.
 	Owner string
-	// Self is the node a node agent speaks for, or the cluster a bridge
-	// observes.
+	// Self is the node a node agent speaks for, the cluster a bridge
+	// observes, or, for a controller without Owner, the controller
+	// credential it runs under (jetplane creds create --role controller):
+	// it records the status and the end of objects of that credential's
+	// kinds (Target.Controller).
 	Self string
 }
 
@@ -105,6 +108,9 @@ type Target struct {
 	// BoundTo is the node a pod is bound to (its spec.nodeName), "" when
 	// it is not bound or not a pod.
 	BoundTo string
+	// Controller is the controller credential that runs the target's
+	// kind, "" when none does or jetplane's own reconcilers run it.
+	Controller string
 }
 
 // AllNamespaces in Target.Reads stands for every namespace.
@@ -162,13 +168,24 @@ func Authorize(p Principal, v Verb, t Target) error {
 			return writeScope(p, v, t)
 		}
 		if v == VerbStatus || v == VerbFinalize {
-			// A reconciler records what it did to its own object.
+			// A reconciler records what it did to its own object; a
+			// controller credential's process, to objects of its kinds.
 			if p.Owner != "" && p.Owner == t.ref() {
+				return nil
+			}
+			if p.Owner == "" && p.Self != "" && t.Controller == p.Self {
 				return nil
 			}
 			what := "record the status of"
 			if v == VerbFinalize {
 				what = "finalize"
+			}
+			if p.Owner == "" && p.Self != "" {
+				run := "no controller runs its kind"
+				if t.Controller != "" {
+					run = "controller " + t.Controller + " runs its kind"
+				}
+				return forbid(p, "%s %s: %s; a controller credential records the status and the end of objects of its own kinds only", what, t.describe(), run)
 			}
 			return forbid(p, "%s %s: a controller records the status and the end of its own object only (%s)", what, t.describe(), p.Owner)
 		}
@@ -246,7 +263,9 @@ func (t Target) ref() string { return t.Kind + "/" + t.Namespace + "/" + t.Name 
 // charts when unconfined, else only images named after its namespaces.
 func writerRules(p Principal, v Verb, t Target) error {
 	switch v {
-	case VerbApply, VerbDelete:
+	case VerbApply, VerbDelete, VerbStatus:
+		// A status write (the status subresource) within its namespaces,
+		// as Kubernetes lets whoever may update x/status.
 		return writeScope(p, v, t)
 	case VerbPushImage, VerbDeleteImage:
 		if !p.Confined() {

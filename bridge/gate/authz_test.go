@@ -14,7 +14,7 @@ import (
 // TestAuthorizeScenarios replays testdata/authz/*.txt: the gate's rules as
 // principal × action × target → outcome. One command:
 //
-//	authorize ROLE [ns=A,B] [owner=KIND/NS/NAME] [self=NAME] VERB TARGET [exists] [owned-by=KIND/NS/NAME] [allow=KIND/NS/NAME] [bound=NODE]
+//	authorize ROLE [ns=A,B] [owner=KIND/NS/NAME] [self=NAME] VERB TARGET [exists] [owned-by=KIND/NS/NAME] [allow=KIND/NS/NAME] [bound=NODE] [run-by=CONTROLLER]
 //
 // TARGET is KIND/NS/NAME (NS empty for cluster scope, whose kinds come
 // from package kinds) or, for image and chart verbs, the ref. It prints
@@ -91,6 +91,8 @@ func authorizeCmd(t *testing.T, c scenario.Cmd) string {
 			tg.Reads = strings.Split(val, ",")
 		case "bound":
 			tg.BoundTo = val
+		case "run-by":
+			tg.Controller = val
 		default:
 			c.Fatalf(t, "unknown target field %q", k)
 		}

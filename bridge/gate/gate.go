@@ -87,6 +87,10 @@ type Config struct {
 	// of kind. Objects of other kinds are finalized as soon as deletion is
 	// requested. Nil means no kind has a finalizer.
 	Finalizes func(kind string) bool
+	// Controller names the controller credential that runs kind, "" when
+	// none does or jetplane's own reconcilers run it: status writes of a
+	// kind pass for its controller (Target.Controller). Nil: none.
+	Controller func(kind string) string
 	// Kinds lists the kinds objects in the log have, which dependsOn
 	// entries resolve against (see package kinds); default: State's own
 	// Kinds method when it has one, else only the built-in kinds.
@@ -120,6 +124,9 @@ func New(cfg Config) (*Gate, error) {
 	}
 	if cfg.Finalizes == nil {
 		cfg.Finalizes = func(string) bool { return false }
+	}
+	if cfg.Controller == nil {
+		cfg.Controller = func(string) string { return "" }
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

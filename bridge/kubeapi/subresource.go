@@ -192,7 +192,7 @@ func (s *Server) status(w http.ResponseWriter, q *request) error {
 		return apierrors.NewBadRequest("status: " + err.Error())
 	}
 	if dryRun(q.r) {
-		if err := gate.Authorize(q.caller.Principal, gate.VerbApply, gate.Target{Kind: q.res.key(), Namespace: q.namespace, Name: q.name, ClusterScoped: !q.res.namespaced, Exists: true}); err != nil {
+		if err := s.cfg.Gate.AuthorizeStatus(q.caller.Principal, q.key(), cur); err != nil {
 			return s.gateError(q, err)
 		}
 		delete(metaOf(obj), "managedFields")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -140,7 +141,52 @@ Connect with the NKey seed in the file and the inbox prefix its comment names:
 			return nil
 		},
 	}
-	cmd.AddCommand(create, ls, revoke)
+	var ttl time.Duration
+	var plain bool
+	token := &cobra.Command{
+		Use:   "token CREDS-FILE",
+		Short: "Print a short-lived API token signed by a controller credential, as a kubeconfig exec plugin reads it",
+		Long: `A controller credential connects to NATS with its NKey; the HTTP and Kubernetes
+APIs take bearer tokens. 'creds token' signs one with the credential's key,
+valid for --ttl (at most 1h), and prints it as an ExecCredential, so that a
+kubeconfig user runs it on demand:
+
+  users:
+  - name: widgets
+    user:
+      exec:
+        apiVersion: client.authentication.k8s.io/v1
+        command: jetplane
+        args: [creds, token, /path/to/widgets.creds]
+        interactiveMode: Never
+
+It reads, and records the status of its kinds' objects (the status
+subresource), nothing else. Revoking the credential revokes its tokens.`,
+		Example: `  jetplane creds token widgets.creds
+  jetplane creds token --plain --ttl 5m widgets.creds`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return err
+			}
+			tok, exp, err := auth.SignToken(data, ttl, time.Now())
+			if err != nil {
+				return err
+			}
+			if plain {
+				_, err = fmt.Fprintln(cmd.OutOrStdout(), tok)
+				return err
+			}
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{
+				"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+				"status": map[string]any{"token": tok, "expirationTimestamp": exp.UTC().Format(time.RFC3339)},
+			})
+		},
+	}
+	token.Flags().DurationVar(&ttl, "ttl", 15*time.Minute, "how long the token is good for (at most 1h)")
+	token.Flags().BoolVar(&plain, "plain", false, "print the token alone, not an ExecCredential")
+	cmd.AddCommand(create, ls, revoke, token)
 	return cmd
 }
 

@@ -280,3 +280,29 @@ func TestEndToEnd(t *testing.T) {
 	}
 	s2.stop(t)
 }
+
+// startNode runs a node agent, jetplane node NAME, in its own process:
+// with a node credential made for it on data's store, against the
+// embedded NATS on natsPort, with args added to its flags. It is killed
+// when the test ends, unless it ended before.
+func startNode(t *testing.T, bin, data string, natsPort int, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	creds := filepath.Join(t.TempDir(), name+".creds")
+	if out, err := exec.Command(bin, "creds", "create", "--data", data, "--role", "node", name, "-o", creds).CombinedOutput(); err != nil {
+		t.Fatalf("creds create: %v\n%s", err, out)
+	}
+	node := exec.Command(bin, append([]string{"node", "--name", name, "--nats-url", fmt.Sprintf("nats://127.0.0.1:%d", natsPort),
+		"--nats-creds", creds, "--heartbeat", "200ms", "--dir", t.TempDir()}, args...)...)
+	var log syncBuffer
+	node.Stdout, node.Stderr = &log, &log
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if node.ProcessState == nil {
+			_ = node.Process.Kill()
+			_ = node.Wait()
+		}
+	})
+	return node
+}

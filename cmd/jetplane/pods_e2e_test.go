@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -122,23 +121,7 @@ func TestPodsWalk(t *testing.T) {
 	}
 
 	// A second node, in its own process, with the node role's credential.
-	creds := filepath.Join(t.TempDir(), "edge.creds")
-	if out, err := exec.Command(bin, "creds", "create", "--data", data, "--role", "node", "edge", "-o", creds).CombinedOutput(); err != nil {
-		t.Fatalf("creds create: %v\n%s", err, out)
-	}
-	node := exec.Command(bin, "node", "--name", "edge", "--labels", "zone=b", "--taints", "dedicated=edge:NoSchedule", "--nats-url", fmt.Sprintf("nats://127.0.0.1:%d", natsPort),
-		"--nats-creds", creds, "--heartbeat", "200ms", "--dir", t.TempDir())
-	var nodeLog bytes.Buffer
-	node.Stdout, node.Stderr = &nodeLog, &nodeLog
-	if err := node.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if node.ProcessState == nil {
-			_ = node.Process.Kill()
-			_ = node.Wait()
-		}
-	})
+	node := startNode(t, bin, data, natsPort, "edge", "--labels", "zone=b", "--taints", "dedicated=edge:NoSchedule")
 	waitFor(t, "Node edge Ready", 60*time.Second, func() bool { return phaseOf(t, bin, s, "Node", "edge").Status.Phase == "Ready" })
 	if out := run(t, bin, s, "get", "Node", "edge", "-o", "yaml"); !strings.Contains(out, "zone: b") || !strings.Contains(out, "capacity") ||
 		!strings.Contains(out, "key: dedicated") || !strings.Contains(out, "effect: NoSchedule") {

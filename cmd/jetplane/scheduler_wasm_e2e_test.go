@@ -52,21 +52,7 @@ profiles:
 		"--node-heartbeat", "200ms", "--scheduler-config", cfg)
 	run(t, bin, s, "image", "push", module, "hello:v1")
 
-	creds := filepath.Join(t.TempDir(), "node2.creds")
-	if out, err := exec.Command(bin, "creds", "create", "--data", data, "--role", "node", "node2", "-o", creds).CombinedOutput(); err != nil {
-		t.Fatalf("creds create: %v\n%s", err, out)
-	}
-	node := exec.Command(bin, "node", "--name", "node2", "--nats-url", fmt.Sprintf("nats://127.0.0.1:%d", natsPort),
-		"--nats-creds", creds, "--heartbeat", "200ms", "--dir", t.TempDir())
-	var nodeLog bytes.Buffer
-	node.Stdout, node.Stderr = &nodeLog, &nodeLog
-	if err := node.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = node.Process.Kill()
-		_ = node.Wait()
-	})
+	startNode(t, bin, data, natsPort, "node2")
 	for _, n := range []string{"node1", "node2"} {
 		waitFor(t, "Node "+n+" Ready", 60*time.Second, func() bool { return phaseOf(t, bin, s, "Node", n).Status.Phase == "Ready" })
 	}

@@ -1,15 +1,15 @@
 package main_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jetplane/jetplane/internal/apptest"
 )
 
 type podList struct {
@@ -121,42 +121,14 @@ spec:
 	waitFor(t, "a daemon pod on local", 60*time.Second, func() bool { return strings.Contains(daemonNodes(), "local") })
 
 	// A second node, in its own process, joins: the DaemonSet follows.
-	creds := filepath.Join(t.TempDir(), "edge.creds")
-	if out, err := exec.Command(bin, "creds", "create", "--data", data, "--role", "node", "edge", "-o", creds).CombinedOutput(); err != nil {
-		t.Fatalf("creds create: %v\n%s", err, out)
-	}
-	node := exec.Command(bin, "node", "--name", "edge", "--nats-url", fmt.Sprintf("nats://127.0.0.1:%d", natsPort),
-		"--nats-creds", creds, "--heartbeat", "200ms", "--dir", t.TempDir())
-	var nodeLog bytes.Buffer
-	node.Stdout, node.Stderr = &nodeLog, &nodeLog
-	if err := node.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if node.ProcessState == nil {
-			_ = node.Process.Kill()
-			_ = node.Wait()
-		}
-	})
+	node := startNode(t, bin, data, natsPort, "edge")
 	waitFor(t, "a daemon pod on edge", 60*time.Second, func() bool {
 		out := daemonNodes()
 		return strings.Contains(out, "edge") && strings.Count(out, "Running") == 2
 	})
 
 	deploy := func(replicas int, image string) string {
-		return write("web.yaml", fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: shop}
-spec:
-  replicas: %d
-  selector: {matchLabels: {app: web}}
-  strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 1}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers:
-      - {name: web, image: %s, args: ["-n", "1000000", "-every", "10s"]}
-`, replicas, image))
+		return write("web.yaml", apptest.Deployment("shop", replicas, image, "-n", "1000000", "-every", "10s"))
 	}
 	run(t, bin, s, "apply", "-f", deploy(4, "hello:v1"))
 	waitFor(t, "4 pods of web running on both nodes", 60*time.Second, func() bool {

@@ -143,6 +143,9 @@ type App struct {
 	monitor  *integrity.Monitor
 	resyncMu sync.Mutex
 	resync   *integrity.Checkpoint // a cluster node taking the log again up to here
+	// foldTo is, once such a node holds the log again, the sequence its
+	// projection must fold before it is ready (0: none).
+	foldTo uint64
 }
 
 // New starts the log and builds every part; Run starts them.
@@ -291,7 +294,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	// credential names them, are defined by that code until a
 	// CustomResourceDefinition defines them.
 	kindCheck := gate.NewKindCheck(a.store, a.finalizes)
-	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.finalizes, Admit: kindCheck.Admit, Sealer: a.seal, AtomicGroups: atomicGroups(cfg), Logger: cfg.Logger}); err != nil {
+	if a.gate, err = gate.New(gate.Config{Log: a.log, State: a.store, Finalizes: a.finalizes, Controller: a.controllerOf, Admit: kindCheck.Admit, Sealer: a.seal, AtomicGroups: atomicGroups(cfg), Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	if err := a.podServices(a.gate); err != nil {
@@ -319,7 +322,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		Gate: a.gate, Store: a.store, Charts: charts, Backup: a.backup, Log: a.log, Blobs: blobs, Ready: a.ready, Clusters: clusters, NextRun: a.runtime.NextRun,
 		Tokens: cfg.Tokens, Principals: cfg.Principals, Registerer: reg, Gatherer: reg, Logger: cfg.Logger, Pods: a.pods,
 		Reconciler: a.reconcilerOf, Defined: kindCheck.Catalog, Version: a.version(), Console: console.Handler(), Partitions: a.log.PartitionHolders,
-		Integrity: a.integrityAPI(),
+		Integrity: a.integrityAPI(), ControllerToken: a.controllerToken(),
 	}); err != nil {
 		return nil, err
 	}
@@ -429,6 +432,9 @@ func (a *App) ready() error {
 	}
 	if !a.projector.Ready() {
 		return errors.New("projection still catching up with the log")
+	}
+	if err := a.restoredFolded(); err != nil {
+		return err
 	}
 	if a.bridge != nil {
 		if err := a.bridge.Ready(); err != nil {

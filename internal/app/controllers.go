@@ -43,6 +43,36 @@ func (a *App) finalizes(kind string) bool {
 	return a.runtime.Handles(kind) || a.ctlKinds.of(kind) != ""
 }
 
+// controllerOf names the controller credential that runs kind: "" when
+// none does, or when a reconciler of this process runs it (then no
+// controller may write it, as the controllers' door decides too).
+func (a *App) controllerOf(kind string) string {
+	if a.runtime.Handles(kind) {
+		return ""
+	}
+	return a.ctlKinds.of(kind)
+}
+
+// controllerToken checks controllers' tokens for the APIs (auth.
+// SignToken) against the credentials store; nil with an outside NATS,
+// whose credentials jetplane does not hand out.
+func (a *App) controllerToken() func(string) (string, error) {
+	if a.srv == nil {
+		return nil
+	}
+	creds := a.srv.Creds()
+	return func(tok string) (string, error) {
+		if !auth.IsToken(tok) {
+			return "", nil
+		}
+		c, err := creds.VerifyToken(tok, time.Now())
+		if err != nil {
+			return "", err
+		}
+		return c.Name, nil
+	}
+}
+
 // newControllers builds the door of out-of-process controllers' writes;
 // nil with an outside NATS, whose credentials jetplane does not hand out.
 func (a *App) newControllers() (*gate.Controllers, error) {

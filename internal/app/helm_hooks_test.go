@@ -254,11 +254,7 @@ func loadFiles(t *testing.T, files map[string]string) *chart.Chart {
 // the same; the rollback brings back revision 1's random token as
 // written; a failed hook names itself.
 func TestHelmHooksMatchHelm(t *testing.T) {
-	env := kubeenv.Start(t)
-	cs, err := kubernetes.NewForConfig(env.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, cs := startKube(t)
 	ctx := t.Context()
 	const hns, jns = "h-hooks", "j-hooks"
 	for _, ns := range []string{hns, jns} {
@@ -464,11 +460,7 @@ func applyObject(t *testing.T, c *api.Client, o *schemas.Object) {
 // written, naming the template, the object and the field as the
 // apiserver's server-side dry run names it.
 func TestHelmDryRunNamesField(t *testing.T) {
-	env := kubeenv.Start(t)
-	cs, err := kubernetes.NewForConfig(env.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, cs := startKube(t)
 	ctx := t.Context()
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dry"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -8,12 +8,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/jetplane/jetplane/bridge/kube"
 	"github.com/jetplane/jetplane/internal/app"
 	"github.com/jetplane/jetplane/internal/testenv"
-	kubeenv "github.com/jetplane/jetplane/internal/testenv/kube"
 	"github.com/jetplane/jetplane/schemas"
 )
 
@@ -21,11 +19,7 @@ import (
 // that cluster's live objects, as helm's lookup does: a Secret made in
 // the cluster, not by jetplane, reaches the rendered ConfigMap.
 func TestHelmReleaseClusterLookup(t *testing.T) {
-	env := kubeenv.Start(t)
-	cs, err := kubernetes.NewForConfig(env.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	env, cs := startKube(t)
 	ctx := t.Context()
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -154,11 +154,7 @@ func rollbackTo(t *testing.T, c *api.Client, k projections.Key, n int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, err := protojson.Marshal(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	applyYAML(t, c, string(body))
+	applyObject(t, c, o)
 }
 
 // TestHelmReleaseCluster is the release's life against a real apiserver:
@@ -166,17 +162,13 @@ func rollbackTo(t *testing.T, c *api.Client, k projections.Key, n int64) {
 // template is pruned, rollback brings the previous objects back, and
 // deletion removes everything in reverse order, all in the history.
 func TestHelmReleaseCluster(t *testing.T) {
-	env := kubeenv.Start(t)
+	env, cs := startKube(t)
 	cluster := kube.Cluster{Name: "k1", REST: env.RESTConfig(), Resources: []kube.Resource{
 		{Version: "v1", Resource: "namespaces"},
 		{Version: "v1", Resource: "configmaps", Namespace: "shop"},
 		{Group: "apps", Version: "v1", Resource: "deployments", Namespace: "shop"},
 	}}
 	a, c := startApp(t, app.Config{Clusters: kube.Clusters{cluster}})
-	cs, err := kubernetes.NewForConfig(env.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := t.Context()
 	for _, v := range []struct {
 		version string
@@ -327,4 +319,16 @@ func TestHelmReleaseJetplaneObjects(t *testing.T) {
 		objs, _ := a.Store().List(projections.Query{Group: helmrelease.Group(releaseKey)})
 		return a.Store().Get(releaseKey) == nil && len(objs) == 0
 	})
+}
+
+// startKube starts a real kube-apiserver for the test and returns it with
+// a typed client of it.
+func startKube(t *testing.T) (*kubeenv.Env, *kubernetes.Clientset) {
+	t.Helper()
+	env := kubeenv.Start(t)
+	cs, err := kubernetes.NewForConfig(env.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, cs
 }

@@ -112,8 +112,34 @@ func (a *App) integrityErr() error {
 			return a.monitor.Damage()
 		}
 		a.resync = nil
-		a.cfg.Logger.Info("this node holds the log again, as it had signed it", "seq", seq)
+		// Its state must hold all of it too before it answers: the
+		// projection folds what the node took while the node takes it,
+		// and may trail the log's end.
+		a.foldTo = seq
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if last, err := a.log.LastSequence(ctx); err == nil {
+			a.foldTo = max(a.foldTo, last)
+		}
+		cancel()
+		a.cfg.Logger.Info("this node holds the log again, as it had signed it", "seq", seq, "fold_to", a.foldTo)
 	}
+	return nil
+}
+
+// restoredFolded is nil unless this node took the log again from its
+// peers and its projection has not yet folded the log's end as it stood
+// when the node held it again: a read right after readiness finds every
+// object.
+func (a *App) restoredFolded() error {
+	a.resyncMu.Lock()
+	defer a.resyncMu.Unlock()
+	if a.foldTo == 0 {
+		return nil
+	}
+	if at := a.store.Seq(); at < a.foldTo {
+		return fmt.Errorf("the projection is folding the log this node took again from its peers: at sequence %d of %d", at, a.foldTo)
+	}
+	a.foldTo = 0
 	return nil
 }
 

@@ -1,13 +1,9 @@
 package app_test
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +13,7 @@ import (
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/bridge/kube"
 	"github.com/jetplane/jetplane/internal/app"
+	"github.com/jetplane/jetplane/internal/apptest"
 	kubeenv "github.com/jetplane/jetplane/internal/testenv/kube"
 	"github.com/jetplane/jetplane/projections"
 )
@@ -102,30 +99,6 @@ func TestKubernetesClusters(t *testing.T) {
 // waiting for it to be ready.
 func runApp(tb testing.TB, cfg app.Config) *app.App {
 	tb.Helper()
-	if cfg.DataDir == "" {
-		cfg.DataDir = tb.TempDir()
-	}
-	cfg.Listen = "127.0.0.1:0"
-	cfg.NATSPort = -1
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.New(ctx, cfg)
-	if err != nil {
-		cancel()
-		tb.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	tb.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				tb.Errorf("app stopped with %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			tb.Error("app did not stop within 30s")
-		}
-	})
+	a, _ := apptest.Run(tb, cfg)
 	return a
 }

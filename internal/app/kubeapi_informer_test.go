@@ -3,8 +3,6 @@ package app_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -21,54 +19,14 @@ import (
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/internal/app"
+	"github.com/jetplane/jetplane/internal/apptest"
 	"github.com/jetplane/jetplane/internal/testenv"
 )
 
 // stoppableApp runs jetplane until stop is called.
 func stoppableApp(t *testing.T, cfg app.Config) (*app.App, func()) {
 	t.Helper()
-	if cfg.Listen == "" {
-		cfg.Listen = "127.0.0.1:0"
-	}
-	cfg.NATSPort = -1
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.New(ctx, cfg)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("app stopped with %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Error("app did not stop within 30s")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(a.URL() + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return a, stop
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("app not ready after 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return apptest.Start(t, cfg, 30*time.Second)
 }
 
 // requests counts a client's lists and watches.

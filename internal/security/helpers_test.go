@@ -3,10 +3,8 @@ package security
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/hex"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,6 +20,7 @@ import (
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/events/auth"
 	"github.com/jetplane/jetplane/internal/app"
+	"github.com/jetplane/jetplane/internal/apptest"
 	"github.com/jetplane/jetplane/projections"
 )
 
@@ -40,46 +39,10 @@ func start(t *testing.T, cfg app.Config) *app.App {
 // run is start with a stop function, for tests that stop it earlier.
 func run(t *testing.T, cfg app.Config) (*app.App, func()) {
 	t.Helper()
-	if cfg.DataDir == "" && cfg.NATS.URLs == "" {
-		cfg.DataDir = t.TempDir()
-	}
 	cfg.NATSPort = -1
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Log.Partitions = 4
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.New(ctx, cfg)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("run: %v", err)
-			}
-		})
-	}
-	deadline := time.Now().Add(wait)
-	for {
-		// Readiness only: tests of TLS check the certificate themselves.
-		probe := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-		resp, err := probe.Get(a.URL() + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return a, stop
-			}
-		}
-		if time.Now().After(deadline) {
-			stop()
-			t.Fatal("jetplane not ready")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return apptest.Start(t, cfg, wait)
 }
 
 // seed applies a few objects so the log and state are not empty.

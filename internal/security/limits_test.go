@@ -621,3 +621,23 @@ func readsStillServe(t *testing.T, a *app.App) {
 		}
 	}
 }
+
+// A controller credential's tokens share one budget: every token it signs
+// is the same caller to the limiter, however many requests it makes.
+func TestAPIRateLimitPerControllerCredential(t *testing.T) {
+	a := start(t, app.Config{Principals: principals(), APILimits: api.Limits{Rate: 0.001, Burst: 2}})
+	creds, err := a.Creds().CreateWithKinds(auth.RoleController, "widgets", []string{widgetKind})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		token, _, err := auth.SignToken(creds, time.Minute, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, body := get(t, a, token, "/v1/objects")
+		if want := map[bool]int{true: http.StatusOK, false: http.StatusTooManyRequests}[i < 2]; resp.StatusCode != want {
+			t.Fatalf("request %d: %d %s, want %d", i+1, resp.StatusCode, body, want)
+		}
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/internal/app"
+	"github.com/jetplane/jetplane/internal/apptest"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers/pod"
 	"github.com/jetplane/jetplane/schemas"
@@ -39,32 +39,17 @@ func TestMain(m *testing.M) {
 		runAgentProcess() // BenchmarkAgentProcess's child
 		return
 	}
-	dir, err := os.MkdirTemp("", "jetplane-pod-test-")
-	if err != nil {
-		panic(err)
-	}
-	compileCache = filepath.Join(dir, "compiled")
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(apptest.Main(m, "jetplane-pod-test-", func(dir string) { compileCache = filepath.Join(dir, "compiled") }))
 }
 
-// workload is testdata/workload built for WASI, once per test run.
+// workload is testdata/workload built for WASI and precompiled, once per
+// test run.
 func workload(tb testing.TB) []byte {
 	tb.Helper()
+	bin := apptest.WASM(tb, filepath.Dir(compileCache), "./testdata/workload")
 	workloadOnce.Do(func() {
-		out := filepath.Join(filepath.Dir(compileCache), "workload.wasm")
-		cmd := exec.Command("go", "build", "-o", out, "./testdata/workload")
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			workloadErr = fmt.Errorf("build workload: %v\n%s", err, msg)
-			return
-		}
-		if workloadBin, workloadErr = os.ReadFile(out); workloadErr != nil {
-			return
-		}
 		start := time.Now()
-		workloadErr = pod.Precompile(context.Background(), compileCache, workloadBin)
+		workloadBin, workloadErr = bin, pod.Precompile(context.Background(), compileCache, bin)
 		tb.Logf("workload compiled in %s", time.Since(start))
 	})
 	if workloadErr != nil {
@@ -86,43 +71,12 @@ const scale = 100
 func startCluster(tb testing.TB, mutate func(*app.Config)) *cluster {
 	tb.Helper()
 	cfg := app.Config{
-		DataDir: tb.TempDir(), Listen: "127.0.0.1:0", NATSPort: -1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Pods:   app.PodsConfig{Agent: pod.AgentConfig{Node: "n1", Clock: pod.ScaledClock(scale), CompileCache: compileCache, Heartbeat: time.Second}},
+		Pods: app.PodsConfig{Agent: pod.AgentConfig{Node: "n1", Clock: pod.ScaledClock(scale), CompileCache: compileCache, Heartbeat: time.Second}},
 	}
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.New(ctx, cfg)
-	if err != nil {
-		cancel()
-		tb.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	tb.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			tb.Error("app did not stop within 30s")
-		}
-	})
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		resp, err := http.Get(a.URL() + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			tb.Fatal("app not ready after 2m")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	a, _ := apptest.Start(tb, cfg, 2*time.Minute)
 	return &cluster{tb: tb, app: a, client: &api.Client{BaseURL: a.URL()}}
 }
 

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,47 +18,23 @@ import (
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/internal/app"
+	"github.com/jetplane/jetplane/internal/apptest"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers/pod"
 	"github.com/jetplane/jetplane/reconcilers/workload"
 	"github.com/jetplane/jetplane/schemas"
 )
 
-var (
-	moduleOnce   sync.Once
-	moduleBin    []byte
-	moduleErr    error
-	compileCache string
-)
+var compileCache string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "jetplane-workload-test-")
-	if err != nil {
-		panic(err)
-	}
-	compileCache = filepath.Join(dir, "compiled")
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(apptest.Main(m, "jetplane-workload-test-", func(dir string) { compileCache = filepath.Join(dir, "compiled") }))
 }
 
 // module is testdata/module built for WASI, once per test run.
 func module(tb testing.TB) []byte {
 	tb.Helper()
-	moduleOnce.Do(func() {
-		out := filepath.Join(filepath.Dir(compileCache), "module.wasm")
-		cmd := exec.Command("go", "build", "-o", out, "./testdata/module")
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			moduleErr = fmt.Errorf("build module: %v\n%s", err, msg)
-			return
-		}
-		moduleBin, moduleErr = os.ReadFile(out)
-	})
-	if moduleErr != nil {
-		tb.Fatal(moduleErr)
-	}
-	return moduleBin
+	return apptest.WASM(tb, filepath.Dir(compileCache), "./testdata/module")
 }
 
 type cluster struct {
@@ -76,38 +50,14 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 func startCluster(tb testing.TB, mutate func(*app.Config)) *cluster {
 	tb.Helper()
 	cfg := app.Config{
-		DataDir: tb.TempDir(), Listen: "127.0.0.1:0", NATSPort: -1, Logger: quiet(),
 		Pods:      app.PodsConfig{Agent: pod.AgentConfig{Node: "n1", CompileCache: compileCache, Heartbeat: 200 * time.Millisecond}},
 		Workloads: app.WorkloadsConfig{JobBackoff: 50 * time.Millisecond},
 	}
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.New(ctx, cfg)
-	if err != nil {
-		cancel()
-		tb.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	tb.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			tb.Error("app did not stop within 30s")
-		}
-	})
+	a, _ := apptest.Start(tb, cfg, 2*time.Minute)
 	c := &cluster{tb: tb, app: a, client: &api.Client{BaseURL: a.URL()}}
-	c.poll("ready", 2*time.Minute, func() bool {
-		resp, err := http.Get(a.URL() + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
 	bin := module(tb)
 	for _, ref := range []string{"module:v1", "module:v2"} {
 		if _, err := a.Images().Push(context.Background(), ref, strings.NewReader(string(bin)), 0); err != nil {
@@ -247,21 +197,7 @@ func (c *cluster) waitRunning(owner projections.Key, n int, d time.Duration, whe
 }
 
 func deploymentYAML(replicas int, image, arg string) string {
-	return fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: default}
-spec:
-  replicas: %d
-  selector: {matchLabels: {app: web}}
-  strategy: {rollingUpdate: {maxSurge: 1, maxUnavailable: 1}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers:
-      - name: web
-        image: %s
-        args: [serve, %s]
-`, replicas, image, arg)
+	return apptest.Deployment("default", replicas, image, "serve", arg)
 }
 
 var webKey = projections.Key{Kind: workload.KindDeployment, Namespace: "default", Name: "web"}

@@ -1,0 +1,76 @@
+package auth
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A controller token is good for its credential until it expires or the
+// credential is revoked; a token signed by another key, one too
+// long-lived or one of another role is refused.
+func TestControllerToken(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	widgets, err := s.CreateWithKinds(RoleController, "widgets", []string{"Widget.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gadgets, err := s.CreateWithKinds(RoleController, "gadgets", []string{"Gadget.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit, err := s.Create(RoleSubscriber, "audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tok, exp, err := SignToken(widgets, 10*time.Minute, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !IsToken(tok) || exp.Before(now.Add(9*time.Minute)) {
+		t.Fatalf("token %q expiring %s", tok, exp)
+	}
+	c, err := s.VerifyToken(tok, now)
+	if err != nil || c.Name != "widgets" {
+		t.Fatalf("verify: %+v, %v", c, err)
+	}
+	if _, _, err := SignToken(widgets, 2*MaxTokenLifetime, now); err == nil {
+		t.Fatal("a token living longer than MaxTokenLifetime was signed")
+	}
+	if _, _, err := SignToken(audit, time.Minute, now); err == nil {
+		t.Fatal("a subscriber credential signed a controller token")
+	}
+	other, _, err := SignToken(gadgets, time.Minute, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// gadgets' signature under widgets' name.
+	forged := TokenPrefix + "widgets" + strings.TrimPrefix(other, TokenPrefix+"gadgets")
+	for _, tc := range []struct {
+		name, tok string
+		at        time.Time
+	}{
+		{"expired", tok, exp},
+		{"signed by another credential", forged, now},
+		{"malformed", TokenPrefix + "widgets.x.y", now},
+		{"a changed expiry", strings.Replace(tok, "."+strconv.FormatInt(exp.Unix(), 10)+".", "."+strconv.FormatInt(exp.Unix()+60, 10)+".", 1), now},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := s.VerifyToken(tc.tok, tc.at); !errors.Is(err, ErrBadToken) {
+				t.Fatalf("want ErrBadToken, got %v", err)
+			}
+		})
+	}
+	if err := s.Revoke("widgets"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.VerifyToken(tok, now); !errors.Is(err, ErrBadToken) {
+		t.Fatalf("a revoked credential's token: %v", err)
+	}
+}
