@@ -32,6 +32,8 @@ type cachedNode struct {
 	node *v1.Node
 	rev  uint64
 	pods map[string]*PodInfo
+	// values go with node: every NodeInfo built for it shares them.
+	values *nodeValues
 }
 
 type cachedPod struct {
@@ -81,7 +83,7 @@ func (c *Cache) SetNode(node *v1.Node, rev uint64) {
 	} else if rev != 0 && rev <= n.rev {
 		return
 	}
-	n.node, n.rev = node, rev
+	n.node, n.rev, n.values = node, rev, &nodeValues{}
 	c.dirty[node.Name] = true
 }
 
@@ -245,7 +247,9 @@ func (c *Cache) Snapshot() *Snapshot {
 			for _, p := range n.pods {
 				pods = append(pods, p)
 			}
-			c.infos[i] = NewNodeInfo(n.node, n.rev, pods...)
+			ni := NewNodeInfo(n.node, n.rev, pods...)
+			ni.values = n.values
+			c.infos[i] = ni
 		}
 		clear(c.dirty)
 	}

@@ -1,0 +1,49 @@
+package scheduler
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// A plugin's node value stays with the node object while only its pods
+// change (the cache rebuilds the NodeInfo), and a new revision of the node
+// drops it.
+func TestNodeValueFollowsTheNodeObject(t *testing.T) {
+	c := NewCache()
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	c.SetNode(node, 1)
+	key, other := NewNodeValueKey(), NewNodeValueKey()
+	first := c.Snapshot().Get("n1")
+	if v := first.NodeValue(key); v != nil {
+		t.Fatalf("new node has value %v", v)
+	}
+	first.StoreNodeValue(key, "encoded at 1")
+	first.StoreNodeValue(other, 7)
+
+	pod := NewPodInfo(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}})
+	c.Assume(pod, "n1")
+	second := c.Snapshot().Get("n1")
+	if second == first || len(second.Pods) != 1 {
+		t.Fatalf("the cache did not rebuild the node's info for its pod")
+	}
+	if v := second.NodeValue(key); v != "encoded at 1" {
+		t.Fatalf("value after a pod change = %v, want the stored one", v)
+	}
+	if v := second.NodeValue(other); v != 7 {
+		t.Fatalf("other key's value = %v, want 7", v)
+	}
+	second.StoreNodeValue(key, "again")
+	if v := first.NodeValue(key); v != "again" {
+		t.Fatalf("NodeInfos of one node object do not share values: %v", v)
+	}
+
+	c.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"a": "b"}}}, 2)
+	if v := c.Snapshot().Get("n1").NodeValue(key); v != nil {
+		t.Fatalf("value survived a new revision of the node: %v", v)
+	}
+	if v := second.NodeValue(key); v != "again" {
+		t.Fatalf("an older snapshot's node lost its value: %v", v)
+	}
+}
