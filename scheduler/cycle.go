@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -208,12 +209,15 @@ func filter(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, d 
 	n := len(nodes)
 	want := p.numFeasibleNodesToFind(n)
 	block := max(want, 64)
-	statuses := make([]*Status, n)
-	var feasible []*NodeInfo
+	// statuses grows a block at a time: a cycle usually stops after the
+	// first, long before the snapshot's end.
+	var statuses []*Status
+	feasible := make([]*NodeInfo, 0, min(want, n))
 	done := 0
 	for done < n && len(feasible) < want {
 		size := min(block, n-done)
 		base := done
+		statuses = append(statuses, make([]*Status, size)...)
 		var firstErr atomic.Pointer[Status]
 		parallelizeChunks(p.Parallelism, size, func(lo, hi int) {
 			chunk := make([]*NodeInfo, hi-lo)
@@ -414,11 +418,10 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 		}
 		d.Scores = append(d.Scores, PluginScores{Plugin: pl.Name(), Weight: ws.Weight, Top: top(scores, ties)})
 	}
-	all := make([]NodeScore, len(nodes))
 	for i, n := range nodes {
-		all[i] = NodeScore{Name: n.Name(), Score: totals[i]}
+		scores[i] = NodeScore{Name: n.Name(), Score: totals[i]}
 	}
-	d.Totals = top(all, ties)
+	d.Totals = top(scores, ties)
 	d.Node = d.Totals[0].Name
 	return nil
 }
@@ -465,12 +468,16 @@ func tieBreak(pod, node string) uint64 {
 
 // parallelizeChunks splits [0, n) into contiguous chunks, about one per
 // worker and at least 16 long, and calls fn(lo, hi) for each on up to
-// workers goroutines. A chunk is what a BatchFilterPlugin or
-// BatchScorePlugin sees in one call.
+// workers goroutines, no more than the process has cores (GOMAXPROCS):
+// the work is CPU-bound, and each chunk costs a BatchFilterPlugin or
+// BatchScorePlugin a call (a WebAssembly guest decodes the cycle's pod
+// once per call and instance), so more chunks than cores only add calls.
+// A chunk is what a batch plugin sees in one call.
 func parallelizeChunks(workers, n int, fn func(lo, hi int)) {
 	if workers <= 0 {
 		workers = 16
 	}
+	workers = min(workers, runtime.GOMAXPROCS(0))
 	chunk := max(16, (n+workers-1)/workers)
 	if n < 32 || workers == 1 {
 		chunk = n
