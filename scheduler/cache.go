@@ -132,6 +132,24 @@ func (c *Cache) SetPod(pod *v1.Pod, rev uint64) {
 	c.addPod(key, &cachedPod{info: NewPodInfo(pod), node: node, rev: rev})
 }
 
+// ConfirmAssumed confirms pod key, assumed on node, now that the
+// projection shows it bound there at rev. The pod keeps the PodInfo it
+// was assumed with (its Bound event sets the node and nothing else the
+// plugins read), so its node's info need not be rebuilt, nor the object
+// converted. It reports false, changing nothing, unless key is assumed
+// on node; the caller then converts the object for SetPod.
+func (c *Cache) ConfirmAssumed(key, node string, rev uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.pods[key]
+	if p == nil || !p.assumed || node == "" || p.node != node {
+		return false
+	}
+	p.assumed, p.rev = false, rev
+	delete(c.assumed, key)
+	return true
+}
+
 // RemovePod forgets a pod that left the projection.
 func (c *Cache) RemovePod(key string) {
 	c.mu.Lock()

@@ -47,3 +47,36 @@ func TestNodeValueFollowsTheNodeObject(t *testing.T) {
 		t.Fatalf("an older snapshot's node lost its value: %v", v)
 	}
 }
+
+// A pod's Bound event confirms its assumption in place: the pod stays
+// counted on its node, whose info is not rebuilt; a Bound to another node
+// is no confirmation.
+func TestConfirmAssumedKeepsTheNodeInfo(t *testing.T) {
+	c := NewCache()
+	c.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, 1)
+	pod := NewPodInfo(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}})
+	c.Assume(pod, "n1")
+	before := c.Snapshot().Get("n1")
+	if c.ConfirmAssumed("ns/p", "n2", 5) {
+		t.Fatal("confirmed on a node it was not assumed on")
+	}
+	if !c.ConfirmAssumed("ns/p", "n1", 5) {
+		t.Fatal("assumed pod not confirmed")
+	}
+	if c.IsAssumed("ns/p") || len(c.Assumed()) != 0 {
+		t.Fatal("pod still assumed after its confirmation")
+	}
+	after := c.Snapshot().Get("n1")
+	if after != before || len(after.Pods) != 1 || after.Pods[0] != pod {
+		t.Fatalf("node info changed by a confirmation: %d pods", len(after.Pods))
+	}
+	if c.ConfirmAssumed("ns/p", "n1", 6) {
+		t.Fatal("a confirmed pod confirmed again")
+	}
+	// Later changes of the pod take the ordinary path.
+	c.SetPod(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: v1.PodSpec{NodeName: "n1"},
+		Status: v1.PodStatus{Phase: v1.PodSucceeded}}, 7)
+	if n := c.Snapshot().Get("n1"); len(n.Pods) != 0 {
+		t.Fatalf("finished pod still counted: %d", len(n.Pods))
+	}
+}

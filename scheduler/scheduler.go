@@ -270,12 +270,21 @@ func (s *Scheduler) apply(kind string, c projections.Change) {
 			s.unschedMu.Unlock()
 			return
 		}
+		rev := c.Object.GetMetadata().GetResourceVersion()
+		// The common change is a pod's own Bound event: confirm its
+		// assumption without converting the object (this runs under the
+		// cycle lock, once per pod placed).
+		node := c.Object.GetSpec().GetFields()["nodeName"].GetStringValue()
+		phase := c.Object.GetStatus().GetDetails().GetFields()["phase"].GetStringValue()
+		if phase != string(v1.PodSucceeded) && phase != string(v1.PodFailed) && s.cache.ConfirmAssumed(key, node, rev) {
+			return
+		}
 		pod, err := PodFromObject(c.Object)
 		if err != nil {
 			s.cache.RemovePod(key)
 			return
 		}
-		s.cache.SetPod(pod, c.Object.GetMetadata().GetResourceVersion())
+		s.cache.SetPod(pod, rev)
 	}
 }
 
