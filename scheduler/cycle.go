@@ -272,12 +272,17 @@ func filter(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, d 
 // them in one call. Each node's status is the first rejection in plugin
 // order, as if its plugins ran one node at a time.
 func runFilters(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nodes []*NodeInfo, out []*Status) {
-	alive := make([]int, len(nodes))
+	alive := scratchInts.Get(len(nodes))
 	for i := range alive {
 		alive[i] = i
 	}
-	var sub []*NodeInfo
-	var subOut []*Status
+	sub := scratchNodes.Get(len(nodes))[:0]
+	subOut := scratchStatuses.Get(len(nodes))[:0]
+	defer func() {
+		scratchInts.Put(alive)
+		scratchNodes.Put(sub[:cap(sub)])
+		scratchStatuses.Put(subOut[:cap(subOut)])
+	}()
 	for _, pl := range p.Filter {
 		if len(alive) == 0 {
 			return
@@ -346,7 +351,8 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 			active = append(active, ws)
 		}
 	}
-	raw := make([]int64, len(active)*len(nodes))
+	raw := scratchInt64s.Get(len(active) * len(nodes))
+	defer scratchInt64s.Put(raw)
 	errs := make([]*Status, len(active))
 	var failed atomic.Bool
 	var errMu sync.Mutex
@@ -389,9 +395,14 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 			}
 		}
 	}
-	totals := make([]int64, len(nodes))
-	scores := make([]NodeScore, len(nodes))
-	ties := make([]uint64, len(nodes))
+	totals := scratchInt64s.Get(len(nodes))
+	scores := scratchScores.Get(len(nodes))
+	ties := scratchUint64s.Get(len(nodes))
+	defer func() {
+		scratchInt64s.Put(totals)
+		scratchScores.Put(scores)
+		scratchUint64s.Put(ties)
+	}()
 	for i, n := range nodes {
 		ties[i] = tieBreak(pod.Key, n.Name())
 	}
