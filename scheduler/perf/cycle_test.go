@@ -13,7 +13,8 @@ import (
 // log; with the default plugins, and with the WebAssembly plugins of
 // BenchmarkScheduling added. Its pods/s bounds what BenchmarkScheduling
 // can reach; cpu-µs/pod is the process's CPU time per cycle (every
-// goroutine's, the garbage collector's included).
+// goroutine's, the garbage collector's included), GOGC as jetplane serve
+// sets it.
 func BenchmarkCycle(b *testing.B) {
 	for _, nodes := range []int{1000, 5000} {
 		for _, e := range []extra{builtins, sdk, upstream} {
@@ -23,6 +24,7 @@ func BenchmarkCycle(b *testing.B) {
 }
 
 func benchCycle(b *testing.B, nodes int, e extra) {
+	defer asServed()()
 	prof := profiles(b, e)[scheduler.DefaultSchedulerName]
 	cache := scheduler.NewCache()
 	for n := 0; n < nodes; n++ {
