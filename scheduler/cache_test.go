@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"hash/fnv"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -78,5 +79,19 @@ func TestConfirmAssumedKeepsTheNodeInfo(t *testing.T) {
 		Status: v1.PodStatus{Phase: v1.PodSucceeded}}, 7)
 	if n := c.Snapshot().Get("n1"); len(n.Pods) != 0 {
 		t.Fatalf("finished pod still counted: %d", len(n.Pods))
+	}
+}
+
+// The tie-break is FNV-1a of pod, a zero byte and node, as decisions
+// already recorded were ranked.
+func TestTieBreakIsFNV1a(t *testing.T) {
+	for _, c := range [][2]string{{"ns/p", "node-00001"}, {"", ""}, {"default/pod-00042", "n"}} {
+		h := fnv.New64a()
+		h.Write([]byte(c[0]))
+		h.Write([]byte{0})
+		h.Write([]byte(c[1]))
+		if got, want := tieBreak(c[0], c[1]), h.Sum64(); got != want {
+			t.Errorf("tieBreak(%q, %q) = %x, want %x", c[0], c[1], got, want)
+		}
 	}
 }

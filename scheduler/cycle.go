@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"runtime"
 	"sort"
 	"strings"
@@ -469,12 +468,19 @@ func top(scores []NodeScore, ties []uint64) []NodeScore {
 	return out
 }
 
+// tieBreak is FNV-1a (64 bits) of pod, a zero byte and node, computed in
+// place: it runs for every node scored.
 func tieBreak(pod, node string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(pod))
-	h.Write([]byte{0})
-	h.Write([]byte(node))
-	return h.Sum64()
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	for i := 0; i < len(pod); i++ {
+		h = (h ^ uint64(pod[i])) * prime
+	}
+	h *= prime // the zero byte: h ^ 0 == h
+	for i := 0; i < len(node); i++ {
+		h = (h ^ uint64(node[i])) * prime
+	}
+	return h
 }
 
 // parallelizeChunks splits [0, n) into contiguous chunks, about one per
