@@ -32,6 +32,8 @@ type cachedNode struct {
 	node *v1.Node
 	rev  uint64
 	pods map[string]*PodInfo
+	// values go with node: every NodeInfo built for it shares them.
+	values *nodeValues
 }
 
 type cachedPod struct {
@@ -81,7 +83,7 @@ func (c *Cache) SetNode(node *v1.Node, rev uint64) {
 	} else if rev != 0 && rev <= n.rev {
 		return
 	}
-	n.node, n.rev = node, rev
+	n.node, n.rev, n.values = node, rev, &nodeValues{}
 	c.dirty[node.Name] = true
 }
 
@@ -128,6 +130,24 @@ func (c *Cache) SetPod(pod *v1.Pod, rev uint64) {
 	}
 	c.removePod(key)
 	c.addPod(key, &cachedPod{info: NewPodInfo(pod), node: node, rev: rev})
+}
+
+// ConfirmAssumed confirms pod key, assumed on node, now that the
+// projection shows it bound there at rev. The pod keeps the PodInfo it
+// was assumed with (its Bound event sets the node and nothing else the
+// plugins read), so its node's info need not be rebuilt, nor the object
+// converted. It reports false, changing nothing, unless key is assumed
+// on node; the caller then converts the object for SetPod.
+func (c *Cache) ConfirmAssumed(key, node string, rev uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.pods[key]
+	if p == nil || !p.assumed || node == "" || p.node != node {
+		return false
+	}
+	p.assumed, p.rev = false, rev
+	delete(c.assumed, key)
+	return true
 }
 
 // RemovePod forgets a pod that left the projection.
@@ -245,7 +265,9 @@ func (c *Cache) Snapshot() *Snapshot {
 			for _, p := range n.pods {
 				pods = append(pods, p)
 			}
-			c.infos[i] = NewNodeInfo(n.node, n.rev, pods...)
+			ni := NewNodeInfo(n.node, n.rev, pods...)
+			ni.values = n.values
+			c.infos[i] = ni
 		}
 		clear(c.dirty)
 	}

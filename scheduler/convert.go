@@ -2,8 +2,11 @@ package scheduler
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"strconv"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/structpb"
 	v1 "k8s.io/api/core/v1"
@@ -116,11 +119,106 @@ func structInto(s *structpb.Struct, v any) error {
 	if s == nil || len(s.GetFields()) == 0 {
 		return nil
 	}
-	data, err := s.MarshalJSON()
+	data, err := appendStructJSON(make([]byte, 0, 512), s)
 	if err != nil {
 		return err
 	}
 	return json.Unmarshal(data, v)
+}
+
+// appendStructJSON appends s as JSON, as protojson writes a Struct but
+// without its reflection (a pod is converted once per cycle): numbers as
+// encoding/json writes a float64, NaN and infinities refused. Key order
+// is the map's; json.Unmarshal does not mind.
+func appendStructJSON(b []byte, s *structpb.Struct) ([]byte, error) {
+	b = append(b, '{')
+	first := true
+	for k, v := range s.GetFields() {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		if !utf8.ValidString(k) {
+			return nil, errors.New("invalid UTF-8 in a struct's key")
+		}
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		var err error
+		if b, err = appendValueJSON(b, v); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}'), nil
+}
+
+func appendValueJSON(b []byte, v *structpb.Value) ([]byte, error) {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_NullValue:
+		return append(b, "null"...), nil
+	case *structpb.Value_BoolValue:
+		return strconv.AppendBool(b, k.BoolValue), nil
+	case *structpb.Value_NumberValue:
+		n := k.NumberValue
+		if math.IsNaN(n) || math.IsInf(n, 0) {
+			return nil, fmt.Errorf("invalid number %v in a struct", n)
+		}
+		format := byte('f')
+		if a := math.Abs(n); a != 0 && (a < 1e-6 || a >= 1e21) {
+			format = 'e'
+		}
+		return strconv.AppendFloat(b, n, format, -1, 64), nil
+	case *structpb.Value_StringValue:
+		if !utf8.ValidString(k.StringValue) {
+			return nil, errors.New("invalid UTF-8 in a struct's string")
+		}
+		return appendJSONString(b, k.StringValue), nil
+	case *structpb.Value_StructValue:
+		return appendStructJSON(b, k.StructValue)
+	case *structpb.Value_ListValue:
+		b = append(b, '[')
+		for i, e := range k.ListValue.GetValues() {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = appendValueJSON(b, e); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, ']'), nil
+	default:
+		return nil, errors.New("a struct value of no kind")
+	}
+}
+
+// appendJSONString appends s quoted as a JSON string: quotes, backslashes
+// and control characters escaped, everything else (valid UTF-8) as is.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // PodSpecStruct encodes a v1.PodSpec as a spec Struct.

@@ -3,7 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -208,12 +208,15 @@ func filter(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, d 
 	n := len(nodes)
 	want := p.numFeasibleNodesToFind(n)
 	block := max(want, 64)
-	statuses := make([]*Status, n)
-	var feasible []*NodeInfo
+	// statuses grows a block at a time: a cycle usually stops after the
+	// first, long before the snapshot's end.
+	var statuses []*Status
+	feasible := make([]*NodeInfo, 0, min(want, n))
 	done := 0
 	for done < n && len(feasible) < want {
 		size := min(block, n-done)
 		base := done
+		statuses = append(statuses, make([]*Status, size)...)
 		var firstErr atomic.Pointer[Status]
 		parallelizeChunks(p.Parallelism, size, func(lo, hi int) {
 			chunk := make([]*NodeInfo, hi-lo)
@@ -268,12 +271,17 @@ func filter(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, d 
 // them in one call. Each node's status is the first rejection in plugin
 // order, as if its plugins ran one node at a time.
 func runFilters(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nodes []*NodeInfo, out []*Status) {
-	alive := make([]int, len(nodes))
+	alive := scratchInts.Get(len(nodes))
 	for i := range alive {
 		alive[i] = i
 	}
-	var sub []*NodeInfo
-	var subOut []*Status
+	sub := scratchNodes.Get(len(nodes))[:0]
+	subOut := scratchStatuses.Get(len(nodes))[:0]
+	defer func() {
+		scratchInts.Put(alive)
+		scratchNodes.Put(sub[:cap(sub)])
+		scratchStatuses.Put(subOut[:cap(subOut)])
+	}()
 	for _, pl := range p.Filter {
 		if len(alive) == 0 {
 			return
@@ -342,7 +350,8 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 			active = append(active, ws)
 		}
 	}
-	raw := make([]int64, len(active)*len(nodes))
+	raw := scratchInt64s.Get(len(active) * len(nodes))
+	defer scratchInt64s.Put(raw)
 	errs := make([]*Status, len(active))
 	var failed atomic.Bool
 	var errMu sync.Mutex
@@ -385,9 +394,14 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 			}
 		}
 	}
-	totals := make([]int64, len(nodes))
-	scores := make([]NodeScore, len(nodes))
-	ties := make([]uint64, len(nodes))
+	totals := scratchInt64s.Get(len(nodes))
+	scores := scratchScores.Get(len(nodes))
+	ties := scratchUint64s.Get(len(nodes))
+	defer func() {
+		scratchInt64s.Put(totals)
+		scratchScores.Put(scores)
+		scratchUint64s.Put(ties)
+	}()
 	for i, n := range nodes {
 		ties[i] = tieBreak(pod.Key, n.Name())
 	}
@@ -414,11 +428,10 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 		}
 		d.Scores = append(d.Scores, PluginScores{Plugin: pl.Name(), Weight: ws.Weight, Top: top(scores, ties)})
 	}
-	all := make([]NodeScore, len(nodes))
 	for i, n := range nodes {
-		all[i] = NodeScore{Name: n.Name(), Score: totals[i]}
+		scores[i] = NodeScore{Name: n.Name(), Score: totals[i]}
 	}
-	d.Totals = top(all, ties)
+	d.Totals = top(scores, ties)
 	d.Node = d.Totals[0].Name
 	return nil
 }
@@ -455,22 +468,33 @@ func top(scores []NodeScore, ties []uint64) []NodeScore {
 	return out
 }
 
+// tieBreak is FNV-1a (64 bits) of pod, a zero byte and node, computed in
+// place: it runs for every node scored.
 func tieBreak(pod, node string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(pod))
-	h.Write([]byte{0})
-	h.Write([]byte(node))
-	return h.Sum64()
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	for i := 0; i < len(pod); i++ {
+		h = (h ^ uint64(pod[i])) * prime
+	}
+	h *= prime // the zero byte: h ^ 0 == h
+	for i := 0; i < len(node); i++ {
+		h = (h ^ uint64(node[i])) * prime
+	}
+	return h
 }
 
 // parallelizeChunks splits [0, n) into contiguous chunks, about one per
 // worker and at least 16 long, and calls fn(lo, hi) for each on up to
-// workers goroutines. A chunk is what a BatchFilterPlugin or
-// BatchScorePlugin sees in one call.
+// workers goroutines, no more than the process has cores (GOMAXPROCS):
+// the work is CPU-bound, and each chunk costs a BatchFilterPlugin or
+// BatchScorePlugin a call (a WebAssembly guest decodes the cycle's pod
+// once per call and instance), so more chunks than cores only add calls.
+// A chunk is what a batch plugin sees in one call.
 func parallelizeChunks(workers, n int, fn func(lo, hi int)) {
 	if workers <= 0 {
 		workers = 16
 	}
+	workers = min(workers, runtime.GOMAXPROCS(0))
 	chunk := max(16, (n+workers-1)/workers)
 	if n < 32 || workers == 1 {
 		chunk = n

@@ -26,7 +26,8 @@ type Profile struct {
 	// cluster size (50% minus 1% per 125 nodes, at least 5%), and at least
 	// 100 nodes are always looked for.
 	PercentageOfNodesToScore int32
-	// Parallelism is how many goroutines run Filter and Score (default 16).
+	// Parallelism is how many goroutines run Filter and Score (default
+	// 16), no more than the process has cores (decision 0092).
 	Parallelism int
 }
 

@@ -41,16 +41,20 @@ func Record(d *Decision, cycle uint64, assumed []AssumedPod) (*structpb.Struct, 
 	for _, s := range d.Scores {
 		scores = append(scores, obj(map[string]*structpb.Value{"plugin": str(s.Plugin), "weight": num(float64(s.Weight)), "top": nodeScores(s.Top)}))
 	}
-	as := make([]*structpb.Value, 0, len(assumed))
+	// The assumed pods as one object, pod → node: a cycle counts every
+	// placement still in flight (tens in a burst), and a Struct per pod
+	// cost each Bound event several values per pod to build, store and
+	// fold.
+	as := make(map[string]*structpb.Value, len(assumed))
 	for _, a := range assumed {
-		as = append(as, obj(map[string]*structpb.Value{"pod": str(a.Pod), "node": str(a.Node)}))
+		as[a.Pod] = str(a.Node)
 	}
 	return &structpb.Struct{Fields: map[string]*structpb.Value{
 		"pod": str(d.Pod), "profile": str(d.Profile), "node": str(d.Node), "cycle": num(float64(cycle)),
 		"snapshotSequence": num(float64(d.SnapshotSequence)), "startIndex": num(float64(d.StartIndex)),
 		"numNodes": num(float64(d.NumNodes)), "evaluated": num(float64(d.Evaluated)), "feasible": num(float64(d.Feasible)),
 		"rejections": counts(d.Rejections), "rejectedBy": counts(d.RejectedBy), "scores": list(scores), "totals": nodeScores(d.Totals),
-		"versions": obj(vers), "assumed": list(as),
+		"versions": obj(vers), "assumedOn": obj(as),
 	}}, nil
 }
 
@@ -96,6 +100,11 @@ func ParseRecord(s *structpb.Struct) (*RecordedDecision, error) {
 		d.Scores = append(d.Scores, PluginScores{Plugin: name, Weight: int64(w), Top: parseScores(sm["top"])})
 	}
 	d.Totals = parseScores(m["totals"])
+	for p, n := range asMap(m["assumedOn"]) {
+		node, _ := n.(string)
+		d.Assumed = append(d.Assumed, AssumedPod{Pod: p, Node: node})
+	}
+	// Records written before assumedOn: a list of {pod, node}.
 	for _, a := range asList(m["assumed"]) {
 		am := asMap(a)
 		p, _ := am["pod"].(string)

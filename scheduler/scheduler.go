@@ -270,12 +270,21 @@ func (s *Scheduler) apply(kind string, c projections.Change) {
 			s.unschedMu.Unlock()
 			return
 		}
+		rev := c.Object.GetMetadata().GetResourceVersion()
+		// The common change is a pod's own Bound event: confirm its
+		// assumption without converting the object (this runs under the
+		// cycle lock, once per pod placed).
+		node := c.Object.GetSpec().GetFields()["nodeName"].GetStringValue()
+		phase := c.Object.GetStatus().GetDetails().GetFields()["phase"].GetStringValue()
+		if phase != string(v1.PodSucceeded) && phase != string(v1.PodFailed) && s.cache.ConfirmAssumed(key, node, rev) {
+			return
+		}
 		pod, err := PodFromObject(c.Object)
 		if err != nil {
 			s.cache.RemovePod(key)
 			return
 		}
-		s.cache.SetPod(pod, c.Object.GetMetadata().GetResourceVersion())
+		s.cache.SetPod(pod, rev)
 	}
 }
 
@@ -629,12 +638,13 @@ func boundPod(obj *schemas.Object, ev *schemas.Event, seq uint64) *schemas.Objec
 // BoundEvent is the Bound event of a decision: the pod's spec with nodeName
 // set, the decision in detail.
 func BoundEvent(obj *schemas.Object, d *Decision, cycle uint64, assumed []AssumedPod) (*schemas.Event, error) {
-	spec := proto.CloneOf(obj.GetSpec())
-	if spec == nil {
-		spec = &structpb.Struct{}
-	}
-	if spec.Fields == nil {
-		spec.Fields = map[string]*structpb.Value{}
+	// A new top-level map over the pod's field values, which stay shared
+	// and are never changed (objects from the projection are read-only):
+	// a deep copy of the spec, for every pod placed, only to set one field.
+	fields := obj.GetSpec().GetFields()
+	spec := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(fields)+1)}
+	for k, v := range fields {
+		spec.Fields[k] = v
 	}
 	spec.Fields["nodeName"] = structpb.NewStringValue(d.Node)
 	detail, err := Record(d, cycle, assumed)

@@ -169,6 +169,66 @@ type NodeInfo struct {
 	// Generation changes whenever the NodeInfo does (node revision or
 	// pods); plugins that cache per node key on it.
 	Generation uint64
+	// values are what plugins derived from the node object alone,
+	// shared by every NodeInfo of the same node object (see NodeValue).
+	values *nodeValues
+}
+
+// NodeValueKey names one plugin's value in NodeValue; compared by address.
+type NodeValueKey struct{ _ byte }
+
+// NewNodeValueKey returns a key of its own.
+func NewNodeValueKey() *NodeValueKey { return &NodeValueKey{} }
+
+type nodeValue struct {
+	key *NodeValueKey
+	v   any
+}
+
+// nodeValues is a small copy-on-write list: a plugin or two per node.
+type nodeValues struct{ list atomic.Pointer[[]nodeValue] }
+
+// NodeValue returns the value stored under key for this node object (nil
+// when none): something a plugin derived from the node alone (an
+// encoding, say), which the NodeInfos the cache rebuilds when only the
+// node's pods change keep, and a new revision of the node drops. Reading
+// it is a pointer load and a short scan, cheaper than a lookup by name.
+func (n *NodeInfo) NodeValue(key *NodeValueKey) any {
+	if n.values == nil {
+		return nil
+	}
+	if l := n.values.list.Load(); l != nil {
+		for _, e := range *l {
+			if e.key == key {
+				return e.v
+			}
+		}
+	}
+	return nil
+}
+
+// StoreNodeValue stores v under key for this node object; safe for
+// concurrent use.
+func (n *NodeInfo) StoreNodeValue(key *NodeValueKey, v any) {
+	if n.values == nil {
+		return
+	}
+	for {
+		old := n.values.list.Load()
+		var next []nodeValue
+		if old != nil {
+			next = make([]nodeValue, 0, len(*old)+1)
+			for _, e := range *old {
+				if e.key != key {
+					next = append(next, e)
+				}
+			}
+		}
+		next = append(next, nodeValue{key, v})
+		if n.values.list.CompareAndSwap(old, &next) {
+			return
+		}
+	}
 }
 
 // Name is the node's name.
@@ -180,7 +240,7 @@ func NewNodeInfo(node *v1.Node, rev uint64, pods ...*PodInfo) *NodeInfo {
 	if len(node.Status.Allocatable) == 0 {
 		alloc = ResourcesOf(node.Status.Capacity)
 	}
-	ni := &NodeInfo{Node: node, Revision: rev, Allocatable: alloc, Generation: generation.Add(1)}
+	ni := &NodeInfo{Node: node, Revision: rev, Allocatable: alloc, Generation: generation.Add(1), values: &nodeValues{}}
 	for _, p := range pods {
 		ni.addPod(p)
 	}

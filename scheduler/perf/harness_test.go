@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"testing"
 
@@ -26,6 +27,17 @@ var (
 	benchWorkers  = flag.Int("sched.workers", 64, "concurrent Schedule calls; each waits for its Bound to be acknowledged, so this bounds the binds in flight")
 	benchParallel = flag.Int("sched.parallelism", 0, "goroutines for Filter and Score (0: the default, 16)")
 )
+
+// asServed sets the garbage collector as jetplane serve does (GOGC=200
+// unless GOGC is set) and returns what restores it. kube-scheduler, a
+// process of its own, keeps its default.
+func asServed() func() {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	old := debug.SetGCPercent(200)
+	return func() { debug.SetGCPercent(old) }
+}
 
 // cluster is a log on embedded NATS, its projection and a started
 // scheduler.

@@ -113,10 +113,12 @@ func (p *Plugin) FilterNodes(_ context.Context, state *scheduler.CycleState, pod
 		failAll(err)
 		return
 	}
+	defer scratchEncoded.Put(enc)
 	if p.parallel {
 		if p.filtBatch && len(nodes) > 1 {
-			results := make([]uint64, len(nodes))
-			reasons := make([]string, len(nodes))
+			results, reasons := scratchResults.Get(len(nodes)), scratchReasons.Get(len(nodes))
+			defer scratchResults.Put(results)
+			defer scratchReasons.Put(reasons)
 			if err := p.invokeBatch("jetplane_filter_nodes", state, pb, enc, results, reasons); err != nil {
 				failAll(err)
 				return
@@ -224,10 +226,12 @@ func (p *Plugin) ScoreNodes(_ context.Context, state *scheduler.CycleState, pod 
 	if err != nil {
 		return scheduler.AsStatus(err)
 	}
+	defer scratchEncoded.Put(enc)
 	if p.parallel {
 		if p.scoreBatch && len(nodes) > 1 {
-			results := make([]uint64, len(nodes))
-			reasons := make([]string, len(nodes))
+			results, reasons := scratchResults.Get(len(nodes)), scratchReasons.Get(len(nodes))
+			defer scratchResults.Put(results)
+			defer scratchReasons.Put(reasons)
 			if err := p.invokeBatch("jetplane_score_nodes", state, pb, enc, results, reasons); err != nil {
 				return p.fail(err)
 			}
@@ -476,9 +480,17 @@ func (p *Plugin) podExtension(name string, state *scheduler.CycleState, pod *sch
 	return st
 }
 
-// encodeNodes encodes (once per revision) the nodes of a call.
+// Scratch slices of one call (see scheduler.Scratch).
+var (
+	scratchResults scheduler.Scratch[uint64]
+	scratchReasons scheduler.Scratch[string]
+	scratchEncoded scheduler.Scratch[*encodedNode]
+)
+
+// encodeNodes encodes (once per revision) the nodes of a call; the caller
+// gives the slice back to scratchEncoded.
 func (p *Plugin) encodeNodes(nodes []*scheduler.NodeInfo) ([]*encodedNode, error) {
-	out := make([]*encodedNode, len(nodes))
+	out := scratchEncoded.Get(len(nodes))
 	for i, n := range nodes {
 		e, err := p.encodeNode(n)
 		if err != nil {

@@ -161,8 +161,10 @@ type Plugin struct {
 	// calls (how often it had to decode).
 	podFetches, nodeFetches atomic.Uint64
 
-	nodesMu sync.RWMutex
-	nodes   map[string]*encodedNode
+	// nodeKey keeps each node's encoding with the node (NodeValue);
+	// slots numbers the nodes for the guest's cache.
+	nodeKey *scheduler.NodeValueKey
+	nodesMu sync.Mutex
 	slots   map[string]uint64
 }
 
@@ -252,7 +254,7 @@ func load(ctx context.Context, name string, a Args, images ImageSource) (*Plugin
 	}
 	p := &Plugin{name: name, version: "wasm/" + digest[:len("sha256:")+16], config: []byte(a.GuestConfig),
 		logSeverity: a.LogSeverity, timeout: timeout, rt: rt, pool: make(chan *instance, 64), all: map[*instance]struct{}{},
-		closed: make(chan struct{}), binding: map[types.UID]*instance{}, nodes: map[string]*encodedNode{}, slots: map[string]uint64{}}
+		closed: make(chan struct{}), binding: map[types.UID]*instance{}, nodeKey: scheduler.NewNodeValueKey(), slots: map[string]uint64{}}
 	fail := func(err error) (*Plugin, error) {
 		rt.Close(ctx)
 		return nil, fmt.Errorf("wasm plugin %s: %s: %w", name, source, err)
@@ -770,34 +772,33 @@ func (p *Plugin) logOutput(out string) {
 	p.handle().Logger().Info("wasm guest output", "plugin", p.name, "output", out)
 }
 
-// encodeNode returns node's protobuf, encoded once per revision.
+// encodeNode returns node's protobuf, encoded once per revision and kept
+// with the node object (NodeValue), so that a cycle reaches it without a
+// lookup by name.
 func (p *Plugin) encodeNode(n *scheduler.NodeInfo) (*encodedNode, error) {
-	name := n.Name()
-	p.nodesMu.RLock()
-	e := p.nodes[name]
-	p.nodesMu.RUnlock()
-	if e != nil && e.rev == n.Revision && n.Revision != 0 {
+	if e, ok := n.NodeValue(p.nodeKey).(*encodedNode); ok && e.rev == n.Revision && n.Revision != 0 {
 		return e, nil
 	}
 	data, err := n.Node.Marshal()
 	if err != nil {
 		return nil, err
 	}
+	name := n.Name()
 	p.nodesMu.Lock()
-	defer p.nodesMu.Unlock()
 	slot, ok := p.slots[name]
 	if !ok {
 		slot = uint64(len(p.slots))
 		p.slots[name] = slot
 	}
+	p.nodesMu.Unlock()
 	rev := n.Revision
 	if rev == 0 {
 		// A node without revisions is encoded every call and must not
 		// be cached by the guest either: use a fresh pseudo-revision.
-		rev = ^uint64(0) - p.seq.Add(1)
+		return &encodedNode{name: name, rev: ^uint64(0) - p.seq.Add(1), slot: slot, data: data}, nil
 	}
-	e = &encodedNode{name: name, rev: rev, slot: slot, data: data}
-	p.nodes[name] = e
+	e := &encodedNode{name: name, rev: rev, slot: slot, data: data}
+	n.StoreNodeValue(p.nodeKey, e)
 	return e, nil
 }
 

@@ -1,0 +1,97 @@
+package scheduler
+
+import (
+	"hash/fnv"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// A plugin's node value stays with the node object while only its pods
+// change (the cache rebuilds the NodeInfo), and a new revision of the node
+// drops it.
+func TestNodeValueFollowsTheNodeObject(t *testing.T) {
+	c := NewCache()
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	c.SetNode(node, 1)
+	key, other := NewNodeValueKey(), NewNodeValueKey()
+	first := c.Snapshot().Get("n1")
+	if v := first.NodeValue(key); v != nil {
+		t.Fatalf("new node has value %v", v)
+	}
+	first.StoreNodeValue(key, "encoded at 1")
+	first.StoreNodeValue(other, 7)
+
+	pod := NewPodInfo(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}})
+	c.Assume(pod, "n1")
+	second := c.Snapshot().Get("n1")
+	if second == first || len(second.Pods) != 1 {
+		t.Fatalf("the cache did not rebuild the node's info for its pod")
+	}
+	if v := second.NodeValue(key); v != "encoded at 1" {
+		t.Fatalf("value after a pod change = %v, want the stored one", v)
+	}
+	if v := second.NodeValue(other); v != 7 {
+		t.Fatalf("other key's value = %v, want 7", v)
+	}
+	second.StoreNodeValue(key, "again")
+	if v := first.NodeValue(key); v != "again" {
+		t.Fatalf("NodeInfos of one node object do not share values: %v", v)
+	}
+
+	c.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"a": "b"}}}, 2)
+	if v := c.Snapshot().Get("n1").NodeValue(key); v != nil {
+		t.Fatalf("value survived a new revision of the node: %v", v)
+	}
+	if v := second.NodeValue(key); v != "again" {
+		t.Fatalf("an older snapshot's node lost its value: %v", v)
+	}
+}
+
+// A pod's Bound event confirms its assumption in place: the pod stays
+// counted on its node, whose info is not rebuilt; a Bound to another node
+// is no confirmation.
+func TestConfirmAssumedKeepsTheNodeInfo(t *testing.T) {
+	c := NewCache()
+	c.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, 1)
+	pod := NewPodInfo(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}})
+	c.Assume(pod, "n1")
+	before := c.Snapshot().Get("n1")
+	if c.ConfirmAssumed("ns/p", "n2", 5) {
+		t.Fatal("confirmed on a node it was not assumed on")
+	}
+	if !c.ConfirmAssumed("ns/p", "n1", 5) {
+		t.Fatal("assumed pod not confirmed")
+	}
+	if c.IsAssumed("ns/p") || len(c.Assumed()) != 0 {
+		t.Fatal("pod still assumed after its confirmation")
+	}
+	after := c.Snapshot().Get("n1")
+	if after != before || len(after.Pods) != 1 || after.Pods[0] != pod {
+		t.Fatalf("node info changed by a confirmation: %d pods", len(after.Pods))
+	}
+	if c.ConfirmAssumed("ns/p", "n1", 6) {
+		t.Fatal("a confirmed pod confirmed again")
+	}
+	// Later changes of the pod take the ordinary path.
+	c.SetPod(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: v1.PodSpec{NodeName: "n1"},
+		Status: v1.PodStatus{Phase: v1.PodSucceeded}}, 7)
+	if n := c.Snapshot().Get("n1"); len(n.Pods) != 0 {
+		t.Fatalf("finished pod still counted: %d", len(n.Pods))
+	}
+}
+
+// The tie-break is FNV-1a of pod, a zero byte and node, as decisions
+// already recorded were ranked.
+func TestTieBreakIsFNV1a(t *testing.T) {
+	for _, c := range [][2]string{{"ns/p", "node-00001"}, {"", ""}, {"default/pod-00042", "n"}} {
+		h := fnv.New64a()
+		h.Write([]byte(c[0]))
+		h.Write([]byte{0})
+		h.Write([]byte(c[1]))
+		if got, want := tieBreak(c[0], c[1]), h.Sum64(); got != want {
+			t.Errorf("tieBreak(%q, %q) = %x, want %x", c[0], c[1], got, want)
+		}
+	}
+}
