@@ -44,6 +44,14 @@ type Config struct {
 	// one fsync for the group on a server that fsyncs every write
 	// (--sync=always). Otherwise groups are pipelined (decision 0069).
 	AtomicGroups bool
+	// Sync, when set, makes durable what the log's server acknowledged
+	// so far (the embedded server's SyncStream of StreamName): every
+	// append then returns only after a call of Sync that began after its
+	// acknowledgement, and concurrent appends share calls (decision
+	// 0083). For a server that does not fsync every write itself; with
+	// Sync, AppendEach pipelines every caller's entries at once and
+	// AtomicGroups is ignored.
+	Sync func() error
 }
 
 func (c Config) withDefaults() Config {
@@ -81,6 +89,9 @@ type Log struct {
 	partitions int
 	storeErr   func(fresh bool) error
 	group      *grouper
+	// sync, when the log does its own fsyncs, is shared by every Log of
+	// one Open (OnConn).
+	sync *durability
 }
 
 // Open creates the stream or brings an existing one's settings up to date,
@@ -115,7 +126,12 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", StreamName, err)
 	}
-	return &Log{nc: nc, js: js, stream: s, partitions: partitions, storeErr: cfg.StoreError, group: &grouper{atomic: cfg.AtomicGroups}}, nil
+	l := &Log{nc: nc, js: js, stream: s, partitions: partitions, storeErr: cfg.StoreError, group: &grouper{atomic: cfg.AtomicGroups}}
+	if cfg.Sync != nil {
+		l.sync = &durability{fn: cfg.Sync}
+		l.group.atomic = false
+	}
+	return l, nil
 }
 
 func streamConfig(cfg Config, partitions int) jetstream.StreamConfig {
@@ -174,7 +190,7 @@ func (l *Log) OnConn(ctx context.Context, nc *nats.Conn) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("look up stream %s: %w", StreamName, err)
 	}
-	return &Log{nc: nc, js: js, stream: s, partitions: l.partitions, storeErr: l.storeErr, group: &grouper{atomic: l.group.atomic}}, nil
+	return &Log{nc: nc, js: js, stream: s, partitions: l.partitions, storeErr: l.storeErr, group: &grouper{atomic: l.group.atomic}, sync: l.sync}, nil
 }
 
 // Partitions is the number of partitions of the key space.

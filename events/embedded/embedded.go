@@ -147,6 +147,7 @@ type Server struct {
 	done      sync.WaitGroup
 
 	watch *storeWatch
+	syncState
 	// optsMu guards opts (credential reloads replace them) and keeps a
 	// reload and a restart of JetStream apart.
 	optsMu sync.Mutex

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -107,7 +108,13 @@ func runApp(tb testing.TB, cfg app.Config) *app.App {
 	}
 	cfg.Listen = "127.0.0.1:0"
 	cfg.NATSPort = -1
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	// JETPLANE_TEST_LOG=1 shows the app's warnings (a benchmark's
+	// partitions read again, leases lost); quiet otherwise.
+	var logTo io.Writer = io.Discard
+	if os.Getenv("JETPLANE_TEST_LOG") != "" {
+		logTo = os.Stderr
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := app.New(ctx, cfg)
 	if err != nil {
