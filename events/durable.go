@@ -84,6 +84,19 @@ func (l *Log) durable(ctx context.Context) error {
 	return l.sync.wait(ctx)
 }
 
+// syncStream makes a stream other than the log's durable after a write,
+// when the log does its own fsyncs (Config.Sync); every says the write
+// may have changed blocks before the newest (an erase).
+func (l *Log) syncStream(name string, every bool) error {
+	if l.syncFn == nil {
+		return nil
+	}
+	if err := l.syncFn(name, every); err != nil {
+		return fmt.Errorf("%w: fsync %s: %v", ErrStorageUnavailable, name, err)
+	}
+	return nil
+}
+
 // Syncs is how many fsyncs the log made (Config.Sync) and how many
 // appends waited for one: their ratio is how many writes one fsync
 // covered.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,7 +38,7 @@ func (g *gatedSync) await(t *testing.T) {
 	}
 }
 
-func (g *gatedSync) sync() error {
+func (g *gatedSync) sync(string, bool) error {
 	g.calls.Add(1)
 	g.started <- struct{}{}
 	return <-g.release
@@ -160,10 +161,10 @@ func TestLogSyncCoversEveryAppendAndSharesFsyncs(t *testing.T) {
 // success.
 func TestEmbeddedSyncStream(t *testing.T) {
 	srv, nc := testenv.NATSWith(t, embedded.Config{StoreDir: t.TempDir()})
-	if err := srv.SyncStream("NO_SUCH_STREAM"); err == nil {
+	if err := srv.SyncStream("NO_SUCH_STREAM", false); err == nil {
 		t.Fatal("SyncStream of a stream that does not exist succeeded")
 	}
-	l, err := events.Open(context.Background(), nc, events.Config{Sync: func() error { return srv.SyncStream(events.StreamName) }})
+	l, err := events.Open(context.Background(), nc, events.Config{Sync: srv.SyncStream})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,4 +193,65 @@ func TestEmbeddedSyncStream(t *testing.T) {
 	if n, err := l.Count(ctx); err != nil || n != 64 {
 		t.Fatalf("log holds %d events (%v), want 64", n, err)
 	}
+}
+
+// The data keys, blobs and images the log opens are made durable after
+// each write as the log's events are: a data key must last as long as
+// the events it sealed, and an erased one must stay erased. Run against
+// the embedded server's SyncStream, so the streams' names are the ones
+// it finds on disk.
+func TestLogSyncCoversKeysBlobsAndImages(t *testing.T) {
+	srv, nc := testenv.NATSWith(t, embedded.Config{StoreDir: t.TempDir()})
+	var mu sync.Mutex
+	var calls []string
+	l, err := events.Open(context.Background(), nc, events.Config{Sync: func(stream string, every bool) error {
+		mu.Lock()
+		calls = append(calls, fmt.Sprint(stream, " ", every))
+		mu.Unlock()
+		return srv.SyncStream(stream, every)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	synced := func(want string) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range calls {
+			if c == want {
+				calls = nil
+				return
+			}
+		}
+		t.Fatalf("no sync %q among %q", want, calls)
+	}
+	keys, err := l.Keys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.Create(ctx, "ns.k1", []byte("wrapped")); err != nil {
+		t.Fatal(err)
+	}
+	synced("KV_" + events.KeysBucket + " false")
+	if n, err := keys.Destroy(ctx, "ns"); err != nil || n != 1 {
+		t.Fatalf("destroyed %d (%v), want 1", n, err)
+	}
+	synced("KV_" + events.KeysBucket + " true")
+	blobs, err := l.Blobs(ctx, "JP_TEST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := blobs.Put(ctx, "b", []byte("data")); err != nil {
+		t.Fatal(err)
+	}
+	synced("OBJ_JP_TEST false")
+	images, err := l.Images(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := images.Push(ctx, "mod:v1", strings.NewReader("\x00asm\x01\x00\x00\x00"), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	synced("OBJ_" + events.ImagesBucket + " false")
 }

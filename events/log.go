@@ -45,13 +45,15 @@ type Config struct {
 	// (--sync=always). Otherwise groups are pipelined (decision 0069).
 	AtomicGroups bool
 	// Sync, when set, makes durable what the log's server acknowledged
-	// so far (the embedded server's SyncStream of StreamName): every
-	// append then returns only after a call of Sync that began after its
-	// acknowledgement, and concurrent appends share calls (decision
-	// 0083). For a server that does not fsync every write itself; with
-	// Sync, AppendEach pipelines every caller's entries at once and
-	// AtomicGroups is ignored.
-	Sync func() error
+	// so far on a stream (the embedded server's SyncStream; every block,
+	// not only the newest, when a write may have changed older ones):
+	// every append then returns only after a call of Sync that began
+	// after its acknowledgement, and concurrent appends share calls
+	// (decision 0083); the data keys, blobs and images the log opens are
+	// synced after each write too. For a server that does not fsync every
+	// write itself; with Sync, AppendEach pipelines every caller's entries
+	// at once and AtomicGroups is ignored.
+	Sync func(stream string, every bool) error
 }
 
 func (c Config) withDefaults() Config {
@@ -92,6 +94,8 @@ type Log struct {
 	// sync, when the log does its own fsyncs, is shared by every Log of
 	// one Open (OnConn).
 	sync *durability
+	// syncFn is Config.Sync.
+	syncFn func(stream string, every bool) error
 }
 
 // Open creates the stream or brings an existing one's settings up to date,
@@ -128,7 +132,8 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 	}
 	l := &Log{nc: nc, js: js, stream: s, partitions: partitions, storeErr: cfg.StoreError, group: &grouper{atomic: cfg.AtomicGroups}}
 	if cfg.Sync != nil {
-		l.sync = &durability{fn: cfg.Sync}
+		l.syncFn = cfg.Sync
+		l.sync = &durability{fn: func() error { return cfg.Sync(StreamName, false) }}
 		l.group.atomic = false
 	}
 	return l, nil
@@ -190,7 +195,7 @@ func (l *Log) OnConn(ctx context.Context, nc *nats.Conn) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("look up stream %s: %w", StreamName, err)
 	}
-	return &Log{nc: nc, js: js, stream: s, partitions: l.partitions, storeErr: l.storeErr, group: &grouper{atomic: l.group.atomic}, sync: l.sync}, nil
+	return &Log{nc: nc, js: js, stream: s, partitions: l.partitions, storeErr: l.storeErr, group: &grouper{atomic: l.group.atomic}, sync: l.sync, syncFn: l.syncFn}, nil
 }
 
 // Partitions is the number of partitions of the key space.

@@ -12,9 +12,10 @@ import (
 )
 
 // SyncStream makes durable every message of stream name that the server
-// has acknowledged: it fsyncs the stream's newest message blocks, and the
-// block directory (with each new block's key file) when a block was added
-// since the last call. It is what a server started without SyncAlways
+// has acknowledged: it fsyncs the stream's newest message blocks (every
+// block with every, for a write that may have changed older ones, such
+// as an erase), and the block directory (with each new block's key file)
+// when a block was added since the last call. It is what a server started without SyncAlways
 // does not do per write, and what the log calls once for all the writes
 // acknowledged before the call (events.Config.Sync, decision 0083).
 //
@@ -24,7 +25,7 @@ import (
 // directory, N growing. A store laid out otherwise is an error, never a
 // silent no-op. Not for a clustered server (its streams' durability is
 // the cluster's). Safe for concurrent use; calls are serialized.
-func (s *Server) SyncStream(name string) error {
+func (s *Server) SyncStream(name string, every bool) error {
 	if s.clustered {
 		return errors.New("sync stream: a clustered server keeps its own durability")
 	}
@@ -41,6 +42,9 @@ func (s *Server) SyncStream(name string) error {
 		}
 		sf = &streamFiles{dir: dirs[0]}
 		s.synced[name] = sf
+	}
+	if every {
+		sf.last = 0
 	}
 	return sf.sync()
 }

@@ -211,7 +211,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 		if logSyncs {
 			srv := a.srv
-			cfg.Log.Sync = func() error { return srv.SyncStream(events.StreamName) }
+			cfg.Log.Sync = srv.SyncStream
 		}
 	}
 	var rawBlobs *events.Blobs
