@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -254,4 +255,45 @@ func TestLogSyncCoversKeysBlobsAndImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	synced("OBJ_" + events.ImagesBucket + " false")
+}
+
+// SyncStream goes on across new blocks: with a small stream (32 kB
+// blocks) the log's writes fill several, and every append still waits
+// for an fsync that succeeds.
+func TestEmbeddedSyncStreamAcrossBlocks(t *testing.T) {
+	dir := t.TempDir()
+	srv, nc := testenv.NATSWith(t, embedded.Config{StoreDir: dir})
+	l, err := events.Open(context.Background(), nc, events.Config{MaxBytes: 120_000, Sync: srv.SyncStream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 40 {
+		entries := make([]events.Entry, 5)
+		for j := range entries {
+			ev := event(key(fmt.Sprint("k-", i, "-", j)), "")
+			ev.Actor = "user/" + strings.Repeat("x", 1000)
+			entries[j] = events.Entry{Event: ev, Expect: events.AnyVersion}
+		}
+		if _, errs := l.AppendAsync(ctx, entries); errs != nil {
+			t.Fatal(errors.Join(errs...))
+		}
+	}
+	blocks, err := filepath.Glob(filepath.Join(dir, "jetstream", "*", "streams", events.StreamName, "msgs", "*.blk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest := 0
+	for _, b := range blocks {
+		var i int
+		if _, err := fmt.Sscanf(filepath.Base(b), "%d.blk", &i); err == nil {
+			newest = max(newest, i)
+		}
+	}
+	if newest < 3 {
+		t.Fatalf("newest block %d; the test meant to fill several (blocks %q)", newest, blocks)
+	}
+	if syncs, waits := l.Syncs(); syncs == 0 || waits != 40 {
+		t.Fatalf("%d fsyncs for %d waits, want some for 40", syncs, waits)
+	}
 }
