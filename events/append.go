@@ -158,7 +158,11 @@ func (l *Log) Append(ctx context.Context, e Entry) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("append %s: %w", keyTokens(e.Event.Key), l.storeFailed(translate(err)))
 	}
-	return Result{Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+	r := Result{Sequence: ack.Sequence, Duplicate: ack.Duplicate}
+	if err := l.durable(ctx); err != nil {
+		return r, fmt.Errorf("append %s: %w", keyTokens(e.Event.Key), err)
+	}
+	return r, nil
 }
 
 // AppendBatch stores entries atomically: either every entry is stored, in
@@ -223,6 +227,9 @@ func (l *Log) AppendBatch(ctx context.Context, entries []Entry) ([]Result, error
 	for i := range out {
 		out[i].Sequence = ack.Sequence - uint64(len(entries)-1-i)
 	}
+	if err := l.durable(ctx); err != nil {
+		return out, fmt.Errorf("append batch: %w", err)
+	}
 	return out, nil
 }
 
@@ -271,6 +278,16 @@ func (l *Log) AppendAsync(ctx context.Context, entries []Entry) (results []Resul
 			fail(i, fmt.Errorf("append %s: %w", keyTokens(entries[i].Event.Key), l.storeFailed(translate(err))))
 		case <-ctx.Done():
 			fail(i, l.storeFailed(ctx.Err()))
+		}
+	}
+	if len(failed) < len(entries) {
+		// One wait covers every entry the server acknowledged.
+		if err := l.durable(ctx); err != nil {
+			for i := range entries {
+				if errs == nil || errs[i] == nil {
+					fail(i, fmt.Errorf("append %s: %w", keyTokens(entries[i].Event.Key), err))
+				}
+			}
 		}
 	}
 	return results, errs

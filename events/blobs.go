@@ -22,6 +22,8 @@ const SnapshotBucket = "JP_SNAPSHOTS"
 // blobs may be far larger than a message.
 type Blobs struct {
 	os jetstream.ObjectStore
+	// sync makes the bucket's writes durable (Log.syncStream).
+	sync func() error
 }
 
 // Blobs opens (creating if needed) an object store bucket with the log's
@@ -41,12 +43,15 @@ func (l *Log) Blobs(ctx context.Context, bucket string) (*Blobs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", bucket, err)
 	}
-	return &Blobs{os: os}, nil
+	return &Blobs{os: os, sync: func() error { return l.syncStream("OBJ_"+bucket, false) }}, nil
 }
 
 // Put stores data under name, replacing what was there.
 func (b *Blobs) Put(ctx context.Context, name string, data []byte) error {
 	if _, err := b.os.PutBytes(ctx, name, data); err != nil {
+		return fmt.Errorf("put %s: %w", name, err)
+	}
+	if err := b.sync(); err != nil {
 		return fmt.Errorf("put %s: %w", name, err)
 	}
 	return nil

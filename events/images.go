@@ -49,6 +49,16 @@ type Image struct {
 type Images struct {
 	os    jetstream.ObjectStore
 	check atomic.Pointer[ModuleCheck]
+	// sync makes the bucket's writes durable (Log.syncStream).
+	sync func() error
+}
+
+// synced makes the bucket's writes durable, when the log says how.
+func (im *Images) synced() error {
+	if im.sync == nil {
+		return nil
+	}
+	return im.sync()
 }
 
 func blobName(digest string) string { return "blobs/" + digest }
@@ -68,7 +78,7 @@ func (l *Log) Images(ctx context.Context) (*Images, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", ImagesBucket, err)
 	}
-	return &Images{os: os}, nil
+	return &Images{os: os, sync: func() error { return l.syncStream("OBJ_"+ImagesBucket, false) }}, nil
 }
 
 // ParseImageRef splits NAME:TAG or NAME@sha256:<hex>. Exactly one of tag
@@ -128,6 +138,9 @@ func (im *Images) Push(ctx context.Context, ref string, r io.Reader, max int64) 
 	}
 	if old, err := im.os.GetInfo(ctx, tagName(ref)); err == nil && old.Opts != nil && old.Opts.Link != nil {
 		if old.Opts.Link.Name == blob.Name {
+			if err := im.synced(); err != nil {
+				return Image{}, fmt.Errorf("push %s: %w", ref, err)
+			}
 			return Image{Ref: ref, Digest: digest, Size: blob.Size, Time: old.ModTime}, nil
 		}
 		if err := im.os.Delete(ctx, tagName(ref)); err != nil {
@@ -137,6 +150,9 @@ func (im *Images) Push(ctx context.Context, ref string, r io.Reader, max int64) 
 	link, err := im.os.AddLink(ctx, tagName(ref), blob)
 	if err != nil {
 		return Image{}, fmt.Errorf("push %s: tag: %w", ref, err)
+	}
+	if err := im.synced(); err != nil {
+		return Image{}, fmt.Errorf("push %s: %w", ref, err)
 	}
 	return Image{Ref: ref, Digest: digest, Size: blob.Size, Time: link.ModTime}, nil
 }

@@ -20,6 +20,8 @@ const KeysBucket = "JP_KEYS"
 type KeyBucket struct {
 	kv     jetstream.KeyValue
 	stream jetstream.Stream
+	// sync makes the bucket's writes durable (Log.syncStream).
+	sync func(every bool) error
 }
 
 // Keys opens (creating) the data key bucket, replicated like the log.
@@ -53,12 +55,17 @@ func (l *Log) Keys(ctx context.Context) (*KeyBucket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keys: open bucket %s: %w", KeysBucket, err)
 	}
-	return &KeyBucket{kv: kv, stream: s}, nil
+	return &KeyBucket{kv: kv, stream: s, sync: func(every bool) error { return l.syncStream("KV_"+KeysBucket, every) }}, nil
 }
 
 // Create stores value under id unless id exists.
 func (b *KeyBucket) Create(ctx context.Context, id string, value []byte) error {
 	if _, err := b.kv.Create(ctx, id, value); err != nil {
+		return fmt.Errorf("keys: create %s: %w", id, err)
+	}
+	// An event sealed with this key may be fsynced next: the key must
+	// last as long.
+	if err := b.sync(false); err != nil {
 		return fmt.Errorf("keys: create %s: %w", id, err)
 	}
 	return nil
@@ -103,6 +110,13 @@ func (b *KeyBucket) Destroy(ctx context.Context, prefix string) (int, error) {
 			return n, fmt.Errorf("keys: purge %s: %w", id, err)
 		}
 		n++
+	}
+	if n > 0 {
+		// An erased key must stay erased after a crash: the erase
+		// rewrote blocks before the newest.
+		if err := b.sync(true); err != nil {
+			return n, fmt.Errorf("keys: erase %s: %w", prefix, err)
+		}
 	}
 	return n, nil
 }

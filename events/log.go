@@ -51,6 +51,16 @@ type Config struct {
 	// twenty entries written one by one (decision 0086); on a replicated
 	// stream it stages in memory. 0: 16 on a single replica, 2 otherwise.
 	MinAtomicGroup int
+	// Sync, when set, makes durable what the log's server acknowledged
+	// so far on a stream (the embedded server's SyncStream; every block,
+	// not only the newest, when a write may have changed older ones):
+	// every append then returns only after a call of Sync that began
+	// after its acknowledgement, and concurrent appends share calls
+	// (decision 0083); the data keys, blobs and images the log opens are
+	// synced after each write too. For a server that does not fsync every
+	// write itself; with Sync, AppendEach pipelines every caller's entries
+	// at once and AtomicGroups is ignored.
+	Sync func(stream string, every bool) error
 }
 
 func (c Config) withDefaults() Config {
@@ -94,6 +104,11 @@ type Log struct {
 	partitions int
 	storeErr   func(fresh bool) error
 	group      *grouper
+	// sync, when the log does its own fsyncs, is shared by every Log of
+	// one Open (OnConn).
+	sync *durability
+	// syncFn is Config.Sync.
+	syncFn func(stream string, every bool) error
 }
 
 // Open creates the stream or brings an existing one's settings up to date,
@@ -128,7 +143,13 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", StreamName, err)
 	}
-	return &Log{nc: nc, js: js, stream: s, partitions: partitions, storeErr: cfg.StoreError, group: &grouper{atomic: cfg.AtomicGroups, minAtomic: cfg.MinAtomicGroup}}, nil
+	l := &Log{nc: nc, js: js, stream: s, partitions: partitions, storeErr: cfg.StoreError, group: &grouper{atomic: cfg.AtomicGroups, minAtomic: cfg.MinAtomicGroup}}
+	if cfg.Sync != nil {
+		l.syncFn = cfg.Sync
+		l.sync = &durability{fn: func() error { return cfg.Sync(StreamName, false) }}
+		l.group.atomic = false
+	}
+	return l, nil
 }
 
 func streamConfig(cfg Config, partitions int) jetstream.StreamConfig {
@@ -187,7 +208,7 @@ func (l *Log) OnConn(ctx context.Context, nc *nats.Conn) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("look up stream %s: %w", StreamName, err)
 	}
-	return &Log{nc: nc, js: js, stream: s, partitions: l.partitions, storeErr: l.storeErr, group: &grouper{atomic: l.group.atomic}}, nil
+	return &Log{nc: nc, js: js, stream: s, partitions: l.partitions, storeErr: l.storeErr, group: &grouper{atomic: l.group.atomic}, sync: l.sync, syncFn: l.syncFn}, nil
 }
 
 // Partitions is the number of partitions of the key space.

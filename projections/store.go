@@ -382,12 +382,26 @@ func (s *Store) Keys(q Query) ([]Key, uint64) {
 	return s.match(q), s.seq
 }
 
+// KeysWhere is Keys of those keys keep accepts: keep runs before the
+// keys are ordered, so a caller that wants a small part of a kind's keys
+// (one partition's) does not pay for ordering all of them while holding
+// the store. keep must not call the store.
+func (s *Store) KeysWhere(q Query, keep func(Key) bool) ([]Key, uint64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.matchWhere(q, keep), s.seq
+}
+
 // match returns the keys matching q, ordered. The caller holds s.mu.
-func (s *Store) match(q Query) []Key {
+func (s *Store) match(q Query) []Key { return s.matchWhere(q, nil) }
+
+// matchWhere returns the keys matching q that keep (when not nil)
+// accepts, ordered. The caller holds s.mu.
+func (s *Store) matchWhere(q Query, keep func(Key) bool) []Key {
 	keys := s.candidates(q)
 	out := make([]Key, 0, len(keys))
 	for k := range keys {
-		if q.matches(k, s.objects[k]) {
+		if (keep == nil || keep(k)) && q.matches(k, s.objects[k]) {
 			out = append(out, k)
 		}
 	}

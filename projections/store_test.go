@@ -234,3 +234,29 @@ func TestWaitForWakesAtItsSequence(t *testing.T) {
 		t.Fatal("an apply nobody waited for replaced the notify channel")
 	}
 }
+
+// KeysWhere is Keys of the keys its predicate keeps, in the same order,
+// at the same sequence.
+func TestKeysWhereIsKeysFiltered(t *testing.T) {
+	s := NewStore(StoreOptions{})
+	for i := range 50 {
+		s.Apply(applied(uint64(i+1), fmt.Sprintf("k-%02d", (i*7)%50), map[string]string{"app": "web"}))
+	}
+	sel, err := ParseSelector("app=web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := Query{Kind: "ConfigMap", Labels: sel}
+	keep := func(k Key) bool { return k.Name[len(k.Name)-1]%3 == 0 }
+	all, seq := s.Keys(q)
+	var want []Key
+	for _, k := range all {
+		if keep(k) {
+			want = append(want, k)
+		}
+	}
+	got, gotSeq := s.KeysWhere(q, keep)
+	if fmt.Sprint(got) != fmt.Sprint(want) || gotSeq != seq || len(got) == 0 {
+		t.Fatalf("KeysWhere: %v at %d; want %v at %d", got, gotSeq, want, seq)
+	}
+}

@@ -434,17 +434,34 @@ func isClosed(c <-chan struct{}) bool {
 	}
 }
 
+// keysWhere is a State that selects keys before ordering them
+// (projections.Store): a partition's keys are a small part of a kind's.
+type keysWhere interface {
+	KeysWhere(q projections.Query, keep func(projections.Key) bool) ([]projections.Key, uint64)
+}
+
 // enqueue queues every key of partition p of every handled kind, and
 // reports how many.
 func (ps *partitions) enqueue(p int) int {
 	n := 0
 	for kind, c := range ps.rt.byKind {
-		keys, seq := ps.rt.cfg.State.Keys(projections.Query{Kind: kind})
+		// A bare kind lists every group's; keep this kind's own.
+		keep := func(k projections.Key) bool { return k.Kind == kind && ps.of(k) == p }
 		var mine []projections.Key
-		for _, k := range keys {
-			// A bare kind lists every group's; keep this kind's own.
-			if k.Kind == kind && ps.of(k) == p {
-				mine = append(mine, k)
+		var seq uint64
+		if kw, ok := ps.rt.cfg.State.(keysWhere); ok {
+			// Selected before they are ordered, under the store's lock:
+			// with every key of the kind sorted first, taking partitions
+			// over (and reading them again) held the store for the
+			// whole kind each time.
+			mine, seq = kw.KeysWhere(projections.Query{Kind: kind}, keep)
+		} else {
+			var keys []projections.Key
+			keys, seq = ps.rt.cfg.State.Keys(projections.Query{Kind: kind})
+			for _, k := range keys {
+				if keep(k) {
+					mine = append(mine, k)
+				}
 			}
 		}
 		c.addAll(mine, seq)

@@ -149,6 +149,7 @@ type Server struct {
 	done      sync.WaitGroup
 
 	watch *storeWatch
+	syncState
 	// optsMu guards opts and keeps restarts of JetStream apart.
 	optsMu sync.Mutex
 	opts   *server.Options

@@ -69,7 +69,13 @@ type Config struct {
 	// single-object writes together (decision 0051): as atomic batches
 	// (default with SyncAlways) or pipelined (default otherwise).
 	AtomicGroups *bool
-	Log          events.Config
+	// ServerSync, with SyncAlways on a standalone embedded server, leaves
+	// every fsync of the log to the server, per write (true), instead of
+	// the log's own fsyncs that cover every write acknowledged before
+	// them (false, the default; decision 0083). Durability is the same:
+	// no append is answered before it is fsynced.
+	ServerSync bool
+	Log        events.Config
 	// Tokens maps API bearer tokens to user names (admins); with
 	// Principals also empty, the API is open.
 	Tokens map[string]string
@@ -180,9 +186,13 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 		if err := a.checkLog(); err != nil {
 			return nil, err
 		}
+		// With --sync=always a standalone server writes without fsyncs of
+		// its own on the log's stream: the log makes its writes durable
+		// in shared fsyncs before answering any (decision 0083).
+		logSyncs := cfg.SyncAlways && !cfg.ServerSync && cfg.NATSCluster.Name == ""
 		a.srv, err = embedded.Start(embedded.Config{
 			StoreDir: cfg.DataDir, Host: cfg.NATSHost, Port: port, ServerName: cfg.NATSName,
-			SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval, Cluster: cfg.NATSCluster, Logs: cfg.NATSLogs,
+			SyncAlways: cfg.SyncAlways && !logSyncs, SyncInterval: cfg.SyncInterval, Cluster: cfg.NATSCluster, Logs: cfg.NATSLogs,
 			AuthDir: cfg.NATSAuthDir, TLS: cfg.NATSTLS,
 		})
 		if err != nil {
@@ -201,6 +211,10 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 				return a.srv.StoreErrorNow()
 			}
 			return a.srv.StoreError()
+		}
+		if logSyncs {
+			srv := a.srv
+			cfg.Log.Sync = srv.SyncStream
 		}
 	}
 	var rawBlobs *events.Blobs

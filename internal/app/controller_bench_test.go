@@ -127,26 +127,31 @@ func benchCreds(b *testing.B, data string) string {
 // requests in flight, that the reconciler of BenchmarkReconcile reports
 // Ready: the single-object form of BenchmarkCompareKube without the
 // Kubernetes side, at default durability and with --sync=always, its
-// concurrent writes committed as atomic batches or pipelined.
+// writes made durable by the log's shared fsyncs (the default, decision
+// 0083) or by the server's fsyncs with groups committed as atomic batches
+// (decision 0069) or pipelined.
 func BenchmarkSingleObjectApply(b *testing.B) {
 	const n = 10_000
 	yes, no := true, false
 	for _, c := range []struct {
 		name   string
 		always bool
+		server bool
 		atomic *bool
 	}{
-		{"sync=default", false, nil},
-		{"sync=always/atomic", true, &yes},
-		{"sync=always/pipelined", true, &no},
+		{"sync=default", false, false, nil},
+		{"sync=always", true, false, nil},
+		{"sync=always/server-atomic", true, true, &yes},
+		{"sync=always/server-pipelined", true, true, &no},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
-				a, cl := startApp(b, app.Config{SyncAlways: c.always, AtomicGroups: c.atomic, Reconcilers: []reconcilers.Reconciler{benchReconciler()},
+				a, cl := startApp(b, app.Config{SyncAlways: c.always, ServerSync: c.server, AtomicGroups: c.atomic, Reconcilers: []reconcilers.Reconciler{benchReconciler()},
 					Queue: queue.Config{MaxRunning: 8}, APILimits: api.Limits{Rate: -1}})
 				w := watchReady(b, a.Store(), 1, n)
 				g0, e0 := a.Log().Groups()
 				r0 := a.Log().RefusedGroups()
+				s0, sw0 := a.Log().Syncs()
 				cpu0, t0 := cpuTime(), time.Now()
 				sent := burstSingle(b, cl, n, 16)
 				<-w.done
@@ -157,6 +162,10 @@ func BenchmarkSingleObjectApply(b *testing.B) {
 					b.ReportMetric(float64(e1-e0)/float64(g1-g0), "entries/group")
 					// Groups written again entry by entry (one fsync each).
 					b.ReportMetric(float64(a.Log().RefusedGroups()-r0), "refused-groups")
+				}
+				if s1, sw1 := a.Log().Syncs(); s1 > s0 {
+					// Appends one fsync of the log's covered.
+					b.ReportMetric(float64(sw1-sw0)/float64(s1-s0), "appends/fsync")
 				}
 				reportBurst(b, n, elapsed, cpu, sent, w)
 			}

@@ -43,7 +43,13 @@ func Run(tb testing.TB, cfg app.Config) (*app.App, func()) {
 		cfg.NATSPort = -1
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		// JETPLANE_TEST_LOG=1 shows the app's warnings (a benchmark's
+		// partitions read again, leases lost); quiet otherwise.
+		var logTo io.Writer = io.Discard
+		if os.Getenv("JETPLANE_TEST_LOG") != "" {
+			logTo = os.Stderr
+		}
+		cfg.Logger = slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := app.New(ctx, cfg)
