@@ -2,15 +2,13 @@ package app_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/internal/app"
+	"github.com/jetplane/jetplane/internal/apptest"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/reconcilers"
 	"github.com/jetplane/jetplane/reconcilers/queue"
@@ -31,7 +29,7 @@ func TestSyncAlwaysFsyncsInTheLog(t *testing.T) {
 			dir := t.TempDir()
 			cfg := app.Config{DataDir: dir, SyncAlways: true, ServerSync: c.serverSync,
 				Reconcilers: []reconcilers.Reconciler{benchReconciler()}, Queue: queue.Config{MaxRunning: 4}}
-			a, stop := runStoppable(t, cfg)
+			a, stop := apptest.Start(t, cfg, 30*time.Second)
 			cl := &api.Client{BaseURL: a.URL()}
 			var wg sync.WaitGroup
 			next := make(chan int)
@@ -62,56 +60,9 @@ func TestSyncAlwaysFsyncsInTheLog(t *testing.T) {
 			}
 			stop()
 
-			b, _ := runStoppable(t, cfg)
+			b, _ := apptest.Start(t, cfg, 30*time.Second)
 			waitAllReady(t, b.Store(), n)
 		})
-	}
-}
-
-// runStoppable starts an app with cfg (on cfg.DataDir) and returns it
-// with a function that stops it and waits; the test's cleanup stops it
-// too.
-func runStoppable(t *testing.T, cfg app.Config) (*app.App, func()) {
-	t.Helper()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.NATSPort = -1
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.New(ctx, cfg)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("app stopped with %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Error("app did not stop within 30s")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(a.URL() + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return a, stop
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("app not ready after 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
