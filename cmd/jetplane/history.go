@@ -17,6 +17,7 @@ import (
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/bridge/printer"
 	"github.com/jetplane/jetplane/reconcilers/apply"
+	"github.com/jetplane/jetplane/reconcilers/pod"
 	"github.com/jetplane/jetplane/schemas"
 )
 
@@ -304,13 +305,15 @@ func phaseFirst(paths []string, before, after stateView) []string {
 		}
 	}
 	// A pod's phase is Kubernetes' (Pending, Running, ...); the state its
-	// agent entered (Registered, ImagePull, ...) is its Ready reason.
+	// agent entered (Registered, ImagePull, ...) is its Ready reason, and
+	// the states it passed through since its last event (one event may
+	// record several, decision 0089) stand between the two.
 	if ws, ns := podState(before), podState(after); ns != "" && ws != ns {
-		if ws == "" {
-			out = append(out, "state: "+ns)
-		} else {
-			out = append(out, "state: "+ws+"→"+ns)
+		chain := append(podPassed(after), ns)
+		if ws != "" {
+			chain = append([]string{ws}, chain...)
 		}
+		out = append(out, "state: "+strings.Join(chain, "→"))
 	}
 	if len(out) == 0 {
 		return paths
@@ -321,6 +324,20 @@ func phaseFirst(paths []string, before, after stateView) []string {
 		}
 	}
 	return out
+}
+
+// podPassed is the states a pod's status says it passed before the one
+// it reports, earliest first.
+func podPassed(v stateView) []string {
+	conds, _ := v.Status["conditions"].([]any)
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == pod.ConditionPassed {
+			if msg, _ := m["message"].(string); msg != "" {
+				return strings.Split(msg, ", ")
+			}
+		}
+	}
+	return nil
 }
 
 // podState is the state a pod's agent reported (the Ready condition's
