@@ -119,26 +119,8 @@ func patched(w http.ResponseWriter, q *request, doc any, typed any) (map[string]
 			return nil, err
 		}
 		ct, _, _ := mime.ParseMediaType(q.r.Header.Get("Content-Type"))
-		switch ct {
-		case "application/merge-patch+json":
-			out, err = jsonpatch.MergePatch(orig, body)
-		case "application/json-patch+json":
-			var p jsonpatch.Patch
-			if p, err = jsonpatch.DecodePatch(body); err == nil {
-				out, err = p.Apply(orig)
-			}
-		case "application/strategic-merge-patch+json":
-			if typed == nil {
-				return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", q.groupResource(), q.name,
-					"strategic merge patch is not supported for "+q.res.key()+"; use a JSON merge patch (--type=merge)", 0, false)
-			}
-			out, err = strategicpatch.StrategicMergePatch(orig, body, typed)
-		default:
-			return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", q.groupResource(), q.name,
-				fmt.Sprintf("the patch type %q is not supported for %s/%s", ct, q.res.plural, q.sub), 0, false)
-		}
-		if err != nil {
-			return nil, apierrors.NewBadRequest("patch: " + err.Error())
+		if out, err = applyPatch(q, ct, orig, body, typed); err != nil {
+			return nil, err
 		}
 	}
 	var m map[string]any
@@ -146,6 +128,36 @@ func patched(w http.ResponseWriter, q *request, doc any, typed any) (map[string]
 		return nil, apierrors.NewBadRequest("the body is not a JSON object: " + err.Error())
 	}
 	return m, nil
+}
+
+// applyPatch applies a patch of content type ct to the JSON orig: a
+// merge, a JSON or, where typed names a built-in type, a strategic merge
+// patch, as kube-apiserver takes them.
+func applyPatch(q *request, ct string, orig, patch []byte, typed any) ([]byte, error) {
+	var out []byte
+	var err error
+	switch ct {
+	case "application/merge-patch+json":
+		out, err = jsonpatch.MergePatch(orig, patch)
+	case "application/json-patch+json":
+		var p jsonpatch.Patch
+		if p, err = jsonpatch.DecodePatch(patch); err == nil {
+			out, err = p.Apply(orig)
+		}
+	case "application/strategic-merge-patch+json":
+		if typed == nil {
+			return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", q.groupResource(), q.name,
+				"strategic merge patch is not supported for "+q.res.key()+"; use a JSON merge patch (--type=merge)", 0, false)
+		}
+		out, err = strategicpatch.StrategicMergePatch(orig, patch, typed)
+	default:
+		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", q.groupResource(), q.name,
+			fmt.Sprintf("the patch type %q is not supported for %s", ct, q.res.plural), 0, false)
+	}
+	if err != nil {
+		return nil, apierrors.NewBadRequest("patch: " + err.Error())
+	}
+	return out, nil
 }
 
 // status serves /status: the whole object on reads; on writes, only the
@@ -161,6 +173,11 @@ func (s *Server) status(w http.ResponseWriter, q *request) error {
 	}
 	if q.r.Method != http.MethodPut && q.r.Method != http.MethodPatch {
 		return apierrors.NewMethodNotSupported(schema.GroupResource{Group: q.res.group, Resource: q.res.plural + "/status"}, q.r.Method)
+	}
+	// Whether the caller may record this status is decided before its
+	// body is read: a refusal tells nothing of versions or patches.
+	if err := s.cfg.Gate.AuthorizeStatus(q.caller.Principal, q.key(), cur); err != nil {
+		return s.gateError(q, err)
 	}
 	var typed any
 	if q.res.def == nil {
@@ -192,9 +209,6 @@ func (s *Server) status(w http.ResponseWriter, q *request) error {
 		return apierrors.NewBadRequest("status: " + err.Error())
 	}
 	if dryRun(q.r) {
-		if err := s.cfg.Gate.AuthorizeStatus(q.caller.Principal, q.key(), cur); err != nil {
-			return s.gateError(q, err)
-		}
 		delete(metaOf(obj), "managedFields")
 		metaOf(obj)["managedFields"] = metaOf(m)["managedFields"]
 		delete(st, statusManagers)

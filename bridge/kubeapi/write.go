@@ -11,12 +11,10 @@ import (
 	"strconv"
 	"strings"
 
-	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
@@ -262,28 +260,13 @@ func (s *Server) patch(w http.ResponseWriter, q *request) error {
 	if err != nil {
 		return err
 	}
-	var patched []byte
-	switch ct {
-	case "application/merge-patch+json":
-		patched, err = jsonpatch.MergePatch(orig, patch)
-	case "application/json-patch+json":
-		var p jsonpatch.Patch
-		if p, err = jsonpatch.DecodePatch(patch); err == nil {
-			patched, err = p.Apply(orig)
-		}
-	case "application/strategic-merge-patch+json":
-		typed, terr := scheme.Scheme.New(kindOf(q.res))
-		if terr != nil || q.res.def != nil {
-			return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", q.groupResource(), q.name,
-				"strategic merge patch is not supported for "+q.res.key()+"; use a JSON merge patch (--type=merge)", 0, false)
-		}
-		patched, err = strategicpatch.StrategicMergePatch(orig, patch, typed)
-	default:
-		return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", q.groupResource(), q.name,
-			fmt.Sprintf("the patch type %q is not supported", ct), 0, false)
+	var typed any
+	if t, err := scheme.Scheme.New(kindOf(q.res)); err == nil && q.res.def == nil {
+		typed = t
 	}
+	patched, err := applyPatch(q, ct, orig, patch, typed)
 	if err != nil {
-		return apierrors.NewBadRequest("patch: " + err.Error())
+		return err
 	}
 	var m map[string]any
 	if err := json.Unmarshal(patched, &m); err != nil {
