@@ -24,12 +24,13 @@ import (
 // the object's (a status writer reports work; it cannot delete). It
 // returns the object as stored after the write.
 func (g *Gate) WriteStatus(ctx context.Context, p Principal, k projections.Key, st *schemas.Status, version uint64) (*schemas.Object, error) {
+	// Out of scope is refused before existence is told.
 	cur := g.cfg.State.Get(k)
-	if cur == nil {
-		return nil, fmt.Errorf("%s: %w", k, ErrNotFound)
-	}
 	if err := g.AuthorizeStatus(p, k, cur); err != nil {
 		return nil, err
+	}
+	if cur == nil {
+		return nil, fmt.Errorf("%s: %w", k, ErrNotFound)
 	}
 	rv := cur.GetMetadata().GetResourceVersion()
 	if version != 0 && version != rv {
