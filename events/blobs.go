@@ -106,5 +106,5 @@ func (b *Blobs) Delete(ctx context.Context, name string) error {
 	if err := b.os.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 		return fmt.Errorf("delete %s: %w", name, err)
 	}
-	return nil
+	return b.sync()
 }

@@ -22,6 +22,9 @@ type durability struct {
 	// their writes were acknowledged.
 	next *syncRound
 	busy bool
+	// failed is the first fsync error; only the loop running reads and
+	// sets it (one runs at a time, handed over under mu).
+	failed error
 
 	rounds, waits atomic.Int64
 }
@@ -68,9 +71,15 @@ func (d *durability) loop() {
 		d.next = nil
 		d.mu.Unlock()
 		d.rounds.Add(1)
-		if err := d.fn(); err != nil {
-			r.err = fmt.Errorf("%w: fsync: %v", ErrStorageUnavailable, err)
+		// A failed fsync is final: the kernel may have dropped the dirty
+		// pages it could not write, so a later fsync that succeeds says
+		// nothing of them. Every wait from then on fails with it.
+		if d.failed == nil {
+			if err := d.fn(); err != nil {
+				d.failed = fmt.Errorf("%w: fsync: %w", ErrStorageUnavailable, err)
+			}
 		}
+		r.err = d.failed
 		close(r.done)
 	}
 }

@@ -265,11 +265,11 @@ func (im *Images) Remove(ctx context.Context, ref string, inUse func(ref, digest
 	}
 	for _, other := range all {
 		if other.Digest == digest {
-			return nil
+			return im.synced()
 		}
 	}
 	if err := im.os.Delete(ctx, blobName(digest)); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 		return fmt.Errorf("remove %s: %w", ref, err)
 	}
-	return nil
+	return im.synced()
 }

@@ -208,7 +208,7 @@ func (l *Log) OnConn(ctx context.Context, nc *nats.Conn) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("look up stream %s: %w", StreamName, err)
 	}
-	return &Log{nc: nc, js: js, stream: s, partitions: l.partitions, storeErr: l.storeErr, group: &grouper{atomic: l.group.atomic}, sync: l.sync, syncFn: l.syncFn}, nil
+	return &Log{nc: nc, js: js, stream: s, partitions: l.partitions, storeErr: l.storeErr, group: &grouper{atomic: l.group.atomic, minAtomic: l.group.minAtomic}, sync: l.sync, syncFn: l.syncFn}, nil
 }
 
 // Partitions is the number of partitions of the key space.

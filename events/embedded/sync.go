@@ -41,6 +41,22 @@ func (s *Server) SyncStream(name string, every bool) error {
 			return fmt.Errorf("sync stream %s: found %d block directories under %s, want one", name, len(dirs), s.storeDir)
 		}
 		sf = &streamFiles{dir: dirs[0]}
+		// Without per-write fsyncs the server writes a new stream's
+		// metadata and makes its directories unsynced: make them last
+		// before its first write is counted durable.
+		stream := filepath.Dir(sf.dir)
+		for _, f := range []string{"meta.inf", "meta.sum"} {
+			if err := syncFile(filepath.Join(stream, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("sync stream: %w", err)
+			}
+		}
+		if runtime.GOOS != "windows" {
+			for _, d := range []string{sf.dir, stream, filepath.Dir(stream), filepath.Dir(filepath.Dir(stream))} {
+				if err := syncFile(d); err != nil {
+					return fmt.Errorf("sync stream: %w", err)
+				}
+			}
+		}
 		s.synced[name] = sf
 	}
 	if every {
@@ -65,7 +81,7 @@ func (sf *streamFiles) sync() error {
 		return fmt.Errorf("sync stream: %w", err)
 	}
 	newest := sf.last
-	found := false
+	found, newBlock := false, false
 	for _, e := range ents {
 		n, ok := strings.CutSuffix(e.Name(), ".blk")
 		if !ok {
@@ -84,17 +100,19 @@ func (sf *streamFiles) sync() error {
 		}
 		if i > sf.last || sf.last == 0 {
 			// A new block: its key (an encrypted store writes one beside
-			// it) and its name in the directory must last too.
+			// it) must last too.
 			if err := syncFile(filepath.Join(sf.dir, n+".key")); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("sync stream: %w", err)
 			}
-			if runtime.GOOS != "windows" {
-				if err := syncFile(sf.dir); err != nil {
-					return fmt.Errorf("sync stream: %w", err)
-				}
-			}
+			newBlock = true
 		}
 		newest = max(newest, i)
+	}
+	// A new block's name in the directory must last too: once, after them all.
+	if newBlock && runtime.GOOS != "windows" {
+		if err := syncFile(sf.dir); err != nil {
+			return fmt.Errorf("sync stream: %w", err)
+		}
 	}
 	if !found && sf.last > 0 {
 		return fmt.Errorf("sync stream: no block from %d.blk on in %s", sf.last, sf.dir)

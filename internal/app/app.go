@@ -213,8 +213,9 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 			return a.srv.StoreError()
 		}
 		if logSyncs {
-			srv := a.srv
-			cfg.Log.Sync = srv.SyncStream
+			// The log waits for its own fsyncs, so the reconcilers' statuses
+			// need no atomic batches (GroupCommit below).
+			cfg.Log.Sync = a.srv.SyncStream
 		}
 	}
 	var rawBlobs *events.Blobs
@@ -297,7 +298,7 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	if a.runtime, err = reconcilers.New(reconcilers.Config{
 		Log: reconcilerLog{a.log, a.door.Reconcilers()}, State: a.store, Reconcilers: recs, Instance: cfg.Instance, Join: join,
-		Queue: cfg.Queue, Logger: cfg.Logger, Metrics: reconcilers.NewMetrics(reg), GroupCommit: cfg.SyncAlways,
+		Queue: cfg.Queue, Logger: cfg.Logger, Metrics: reconcilers.NewMetrics(reg), GroupCommit: cfg.SyncAlways && cfg.Log.Sync == nil,
 	}); err != nil {
 		return nil, err
 	}
