@@ -41,7 +41,7 @@ func SignToken(creds []byte, ttl time.Duration, now time.Time) (string, time.Tim
 	if role != RoleController {
 		return "", time.Time{}, fmt.Errorf("controller token: the creds file is not a controller credential's (role %q); make one with jetplane creds create --role controller --kinds KIND NAME", role)
 	}
-	if ttl <= 0 || ttl > MaxTokenLifetime {
+	if ttl < time.Second || ttl > MaxTokenLifetime {
 		return "", time.Time{}, fmt.Errorf("controller token: lifetime %s: give one from 1s to %s", ttl, MaxTokenLifetime)
 	}
 	kp, err := nkeys.ParseDecoratedNKey(creds)
@@ -50,11 +50,20 @@ func SignToken(creds []byte, ttl time.Duration, now time.Time) (string, time.Tim
 	}
 	exp := now.Add(ttl).Truncate(time.Second)
 	body := TokenPrefix + name + "." + strconv.FormatInt(exp.Unix(), 10)
-	sig, err := kp.Sign([]byte(body))
+	sig, err := kp.Sign(tokenSigned(body))
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("controller token: %w", err)
 	}
 	return body + "." + base64.RawURLEncoding.EncodeToString(sig), exp, nil
+}
+
+// tokenSigned is what a token's signature covers: its body behind a
+// context no NATS server nonce can start with (a nonce is printable
+// text, and the same key signs nonces to connect). Without it, a server
+// the controller connects to could send a token's body as its nonce and
+// keep the signature as a working token.
+func tokenSigned(body string) []byte {
+	return append([]byte("\xffjetplane controller token\x00"), body...)
 }
 
 // VerifyToken checks a controller token at now and returns the live
@@ -97,12 +106,14 @@ func (s *Store) VerifyToken(tok string, now time.Time) (Cred, error) {
 		if err != nil {
 			return Cred{}, fmt.Errorf("%w: %v", ErrBadToken, err)
 		}
-		if err := pub.Verify([]byte(TokenPrefix+name+"."+parts[1]), sig); err != nil {
-			return Cred{}, fmt.Errorf("%w: the signature is not %s's", ErrBadToken, name)
+		if err := pub.Verify(tokenSigned(TokenPrefix+name+"."+parts[1]), sig); err != nil {
+			// The same answer as for no such credential: a caller
+			// without one learns nothing of which names exist.
+			return Cred{}, fmt.Errorf("%w: no live controller credential %q signed it", ErrBadToken, name)
 		}
 		return c, nil
 	}
-	return Cred{}, fmt.Errorf("%w: no live controller credential %q", ErrBadToken, name)
+	return Cred{}, fmt.Errorf("%w: no live controller credential %q signed it", ErrBadToken, name)
 }
 
 // credsHeader reads the role and name from a creds file's first comment

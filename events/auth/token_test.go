@@ -1,11 +1,14 @@
 package auth
 
 import (
+	"encoding/base64"
 	"errors"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nkeys"
 )
 
 // A controller token is good for its credential until it expires or the
@@ -43,6 +46,9 @@ func TestControllerToken(t *testing.T) {
 	if _, _, err := SignToken(widgets, 2*MaxTokenLifetime, now); err == nil {
 		t.Fatal("a token living longer than MaxTokenLifetime was signed")
 	}
+	if _, _, err := SignToken(widgets, 500*time.Millisecond, now); err == nil {
+		t.Fatal("a token living under a second was signed")
+	}
 	if _, _, err := SignToken(audit, time.Minute, now); err == nil {
 		t.Fatal("a subscriber credential signed a controller token")
 	}
@@ -50,6 +56,18 @@ func TestControllerToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What a NATS server gets when it sends a token's body as its nonce:
+	// the key's signature of the body itself.
+	kp, err := nkeys.ParseDecoratedNKey(widgets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := TokenPrefix + "widgets." + strconv.FormatInt(exp.Unix(), 10)
+	nonceSig, err := kp.Sign([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asNonce := body + "." + base64.RawURLEncoding.EncodeToString(nonceSig)
 	// gadgets' signature under widgets' name.
 	forged := TokenPrefix + "widgets" + strings.TrimPrefix(other, TokenPrefix+"gadgets")
 	for _, tc := range []struct {
@@ -59,6 +77,7 @@ func TestControllerToken(t *testing.T) {
 		{"expired", tok, exp},
 		{"signed by another credential", forged, now},
 		{"malformed", TokenPrefix + "widgets.x.y", now},
+		{"a nonce's signature", asNonce, now},
 		{"a changed expiry", strings.Replace(tok, "."+strconv.FormatInt(exp.Unix(), 10)+".", "."+strconv.FormatInt(exp.Unix()+60, 10)+".", 1), now},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
