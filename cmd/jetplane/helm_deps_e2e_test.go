@@ -1,9 +1,6 @@
 package main_test
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,11 +20,8 @@ func TestTemplateDependencies(t *testing.T) {
 		"Chart.yaml":               "apiVersion: v2\nname: common\nversion: 1.0.0\n",
 		"templates/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-common\ndata:\n  greeting: {{ .Values.greeting | quote }}\n",
 	})
-	sum := sha256.Sum256(common)
-	index := fmt.Sprintf("apiVersion: v1\nentries:\n  common:\n  - {name: common, version: 1.0.0, urls: [common-1.0.0.tgz], digest: %s}\n", hex.EncodeToString(sum[:]))
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /repo/index.yaml", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(index)) })
-	mux.HandleFunc("GET /repo/common-1.0.0.tgz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(common) })
+	testenv.ServeChartRepository(mux, "/repo", "common", "1.0.0", common)
 	repo := httptest.NewServer(mux)
 	t.Cleanup(repo.Close)
 	down := httptest.NewServer(http.NotFoundHandler())

@@ -1,9 +1,6 @@
 package app_test
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -27,11 +24,8 @@ func TestHelmReleaseDependencies(t *testing.T) {
 		"values.yaml":              "greeting: hello\n",
 		"templates/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: common\ndata:\n  greeting: {{ .Values.greeting | quote }}\n",
 	})
-	sum := sha256.Sum256(common)
-	index := fmt.Sprintf("apiVersion: v1\nentries:\n  common:\n  - {name: common, version: 1.2.0, urls: [common-1.2.0.tgz], digest: %s}\n", hex.EncodeToString(sum[:]))
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /repo/index.yaml", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(index)) })
-	mux.HandleFunc("GET /repo/common-1.2.0.tgz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(common) })
+	testenv.ServeChartRepository(mux, "/repo", "common", "1.2.0", common)
 	// /flaky is the same repository, answering 503 until flaky is false.
 	var flaky atomic.Bool
 	flaky.Store(true)

@@ -1,6 +1,10 @@
 package testenv
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -44,4 +48,16 @@ func Chart(tb testing.TB, files map[string]string) []byte {
 		tb.Fatal(err)
 	}
 	return data
+}
+
+// ServeChartRepository serves chart, packaged (see Chart), as version of
+// name in a Helm HTTP repository at prefix on mux: index.yaml with the
+// chart's digest, and NAME-VERSION.tgz.
+func ServeChartRepository(mux *http.ServeMux, prefix, name, version string, chart []byte) {
+	sum := sha256.Sum256(chart)
+	file := name + "-" + version + ".tgz"
+	index := fmt.Sprintf("apiVersion: v1\nentries:\n  %s:\n  - {name: %s, version: %s, urls: [%s], digest: %s}\n",
+		name, name, version, file, hex.EncodeToString(sum[:]))
+	mux.HandleFunc("GET "+prefix+"/index.yaml", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(index)) })
+	mux.HandleFunc("GET "+prefix+"/"+file, func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(chart) })
 }
