@@ -401,16 +401,16 @@ func (s *Server) scale(w http.ResponseWriter, q *request, sc *crd.Scale) error {
 	if err != nil {
 		return err
 	}
-	out, err := scaleOf(s.show(q, stored), sc)
+	out, err := scaleOf(s.show(q, stored.Object), sc)
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
 
-// store writes o through the gate (or its dry run) and returns the object
-// as stored (as it would be).
-func (s *Server) store(q *request, o *schemas.Object) (*schemas.Object, error) {
+// store writes o through the gate (or its dry run) and returns its
+// outcome: the object as stored (as it would be), warnings, the previous.
+func (s *Server) store(q *request, o *schemas.Object) (gate.Outcome, error) {
 	p := q.caller.Principal
 	var outs []gate.Outcome
 	var err error
@@ -420,9 +420,9 @@ func (s *Server) store(q *request, o *schemas.Object) (*schemas.Object, error) {
 		outs, err = s.cfg.Gate.Apply(q.r.Context(), p, []*schemas.Object{o}, "")
 	}
 	if err != nil {
-		return nil, s.gateError(q, err)
+		return gate.Outcome{}, s.gateError(q, err)
 	}
-	return outs[0].Object, nil
+	return outs[0], nil
 }
 
 var scaleKind = autoscalingv1.SchemeGroupVersion.WithKind("Scale")

@@ -159,24 +159,17 @@ func dryRun(r *http.Request) bool {
 // write sends o through the gate (or its dry run) and answers with the
 // object as stored.
 func (s *Server) write(w http.ResponseWriter, q *request, o *schemas.Object, code int) error {
-	p := q.caller.Principal
-	var outs []gate.Outcome
-	var err error
-	if dryRun(q.r) {
-		outs, err = s.cfg.Gate.DryRun(q.r.Context(), p, []*schemas.Object{o})
-	} else {
-		outs, err = s.cfg.Gate.Apply(q.r.Context(), p, []*schemas.Object{o}, "")
-	}
+	out, err := s.store(q, o)
 	if err != nil {
-		return s.gateError(q, err)
+		return err
 	}
 	// What the object asks for that cannot work here, as the Kubernetes
 	// API says it: kubectl prints these headers as warnings.
-	for _, m := range outs[0].Warnings {
+	for _, m := range out.Warnings {
 		w.Header().Add("Warning", "299 - "+strconv.Quote(m))
 	}
-	obj := s.show(q, outs[0].Object)
-	if prev := outs[0].Previous; dryRun(q.r) && prev != nil {
+	obj := s.show(q, out.Object)
+	if prev := out.Previous; dryRun(q.r) && prev != nil {
 		// Nothing was written: the version is still the current one.
 		obj["metadata"].(map[string]any)["resourceVersion"] = strconv.FormatUint(prev.GetMetadata().GetResourceVersion(), 10)
 	}
