@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -51,6 +53,22 @@ type usersFile struct {
 // it): writes take a file lock and replace files atomically.
 type Store struct {
 	dir string
+
+	// cached is the users file as last read by current, under the file
+	// identity it was read at, so checks that run per request (controller
+	// tokens) cost a stat, not a read and a decode.
+	mu     sync.Mutex
+	cached *usersFile
+	at     fileID
+}
+
+// fileID tells one version of the users file from another: update
+// replaces the file by renaming a new one over it, so its inode, time or
+// size changes with every write (a revocation or a new credential also
+// makes it longer).
+type fileID struct {
+	ino, size int64
+	mtime     int64
 }
 
 // Open opens the store in dir, creating it and the instance credential
@@ -224,6 +242,36 @@ func (s *Store) read() (*usersFile, error) {
 		return nil, fmt.Errorf("credentials: %s: %w", s.UsersPath(), err)
 	}
 	return &u, nil
+}
+
+// current is the users file as it is now, read again only when it has
+// been replaced since the last call. What it returns is shared: callers
+// must not change it.
+func (s *Store) current() (*usersFile, error) {
+	fi, err := os.Stat(s.UsersPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return &usersFile{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	id := fileID{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		id.ino = int64(st.Ino)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cached != nil && s.at == id {
+		return s.cached, nil
+	}
+	// Read after the stat: what is read is at least as new as id, and a
+	// newer file has another id, so the next call reads again.
+	u, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	s.cached, s.at = u, id
+	return u, nil
 }
 
 func (s *Store) update(fn func(*usersFile) error) error {

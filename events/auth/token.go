@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -94,7 +95,7 @@ func (s *Store) VerifyToken(tok string, now time.Time) (Cred, error) {
 	if at.After(now.Add(MaxTokenLifetime + time.Minute)) {
 		return Cred{}, fmt.Errorf("%w: expires more than %s ahead", ErrBadToken, MaxTokenLifetime)
 	}
-	u, err := s.read()
+	u, err := s.current()
 	if err != nil {
 		return Cred{}, err
 	}
@@ -111,6 +112,7 @@ func (s *Store) VerifyToken(tok string, now time.Time) (Cred, error) {
 			// without one learns nothing of which names exist.
 			return Cred{}, fmt.Errorf("%w: no live controller credential %q signed it", ErrBadToken, name)
 		}
+		c.Kinds = slices.Clone(c.Kinds) // the cached file's is shared
 		return c, nil
 	}
 	return Cred{}, fmt.Errorf("%w: no live controller credential %q signed it", ErrBadToken, name)

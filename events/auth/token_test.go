@@ -86,10 +86,32 @@ func TestControllerToken(t *testing.T) {
 			}
 		})
 	}
-	if err := s.Revoke("widgets"); err != nil {
+	// Revoked by another process (`jetplane creds revoke` opens the
+	// directory itself): the next check refuses the token, although the
+	// checking store has the file cached.
+	cli, err := Open(s.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.Revoke("widgets"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.VerifyToken(tok, now); !errors.Is(err, ErrBadToken) {
 		t.Fatalf("a revoked credential's token: %v", err)
+	}
+	// A credential created meanwhile is admitted at once.
+	if _, err := s.VerifyToken(other, now); err != nil {
+		t.Fatalf("gadgets before: %v", err)
+	}
+	fresh, err := cli.CreateWithKinds(RoleController, "fresh", []string{"Fresh.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ftok, _, err := SignToken(fresh, time.Minute, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.VerifyToken(ftok, now); err != nil || c.Name != "fresh" {
+		t.Fatalf("a new credential's token: %+v, %v", c, err)
 	}
 }
