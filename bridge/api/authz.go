@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/jetplane/jetplane/bridge/gate"
 )
@@ -177,6 +179,49 @@ func (s *Server) authenticate(r *http.Request) (*Principal, error) {
 		return nil, httpError(http.StatusUnauthorized, "unknown bearer token; pass a valid one with --token or JETPLANE_TOKEN")
 	}
 	return p, nil
+}
+
+// tokenRecheck is how often a request held open with a controller token
+// (a watch, a subscription, a followed log) checks the token again.
+const tokenRecheck = time.Second
+
+// whileTokenHolds returns r with a context that ends once the controller
+// token it was authenticated with stops holding (it expired, or its
+// credential was revoked): a stream opened with a token lasts no longer
+// than the token, as every request made with it after does. Requests of
+// other principals are returned as they are; stop releases the check.
+func (s *Server) whileTokenHolds(r *http.Request, p *Principal) (_ *http.Request, stop func()) {
+	if p.Role != RoleController || s.cfg.ControllerToken == nil {
+		return r, func() {}
+	}
+	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	ctx, cancel := context.WithCancelCause(r.Context())
+	var (
+		mu      sync.Mutex
+		t       *time.Timer
+		stopped bool
+	)
+	check := func() {
+		if _, err := s.cfg.ControllerToken(tok); err != nil {
+			cancel(err)
+			return
+		}
+		mu.Lock()
+		if !stopped {
+			t.Reset(tokenRecheck)
+		}
+		mu.Unlock()
+	}
+	mu.Lock()
+	t = time.AfterFunc(tokenRecheck, check)
+	mu.Unlock()
+	return r.WithContext(ctx), func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+		cancel(nil)
+	}
 }
 
 // authorize checks p may call pattern with the request's namespace: 403

@@ -46,6 +46,9 @@ func (s *Server) MountKubernetes(h http.Handler) {
 			}
 			defer release()
 			if long {
+				var stop func()
+				r, stop = s.whileTokenHolds(r, p)
+				defer stop()
 				ctx, done := s.stream(w, r)
 				defer done()
 				r = r.WithContext(ctx)

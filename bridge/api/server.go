@@ -241,6 +241,11 @@ func (s *Server) route(pattern string, h handler) {
 			long := pattern == "GET /v1/watch" || pattern == "GET /v1/subscribe" || (pattern == "GET /v1/logs" && r.URL.Query().Get("follow") == "true")
 			if release, err = s.limits.admit(p, long); err == nil {
 				defer release()
+				if long {
+					var stop func()
+					r, stop = s.whileTokenHolds(r, p)
+					defer stop()
+				}
 			} else if le := (*limited)(nil); errors.As(err, &le) {
 				err = writeLimited(sw, le)
 			}
