@@ -144,16 +144,30 @@ type rawBatch []Message
 
 const pullBatch = 512
 
+// batchCap is the capacity of a batch of at most max messages whose first
+// message has pending more waiting behind it.
+func batchCap(pending uint64, max int) int {
+	if pending < uint64(max) {
+		return int(pending) + 1
+	}
+	return max
+}
+
 // pull moves messages from t into batches until the log's end (unless
 // follow), an error, or quit. A batch is handed over when full or when no
 // more messages are waiting, so a follower sees each event at once.
 func pull(t *tail, follow bool, maxBytes int, out chan<- rawBatch, quit <-chan struct{}) error {
-	b := make(rawBatch, 0, pullBatch)
+	var b rawBatch
 	size := 0
 	for {
 		msg, meta, err := t.Next()
 		if err != nil {
 			return fmt.Errorf("read log: %w", err)
+		}
+		if b == nil {
+			// Sized by what is waiting: a follower handed one event at a
+			// time allocates one slot, not a whole batch, per event.
+			b = make(rawBatch, 0, batchCap(meta.NumPending, pullBatch))
 		}
 		b = append(b, Message{Data: msg.Data(), Sequence: meta.Sequence.Stream, Pending: meta.NumPending, Subject: msg.Subject()})
 		size += len(msg.Data())
@@ -165,7 +179,7 @@ func pull(t *tail, follow bool, maxBytes int, out chan<- rawBatch, quit <-chan s
 			case <-quit:
 				return nil
 			}
-			b = make(rawBatch, 0, pullBatch)
+			b = nil
 		}
 		if end {
 			return nil

@@ -63,8 +63,13 @@ func foldLog(ctx context.Context, log Log, opts events.ReadOptions, apply func(*
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(raw)
-		batch := make([]events.Message, 0, foldBatch)
+		var batch []events.Message
 		readErr <- log.Read(ctx, opts, func(m events.Message) error {
+			if batch == nil {
+				// Sized by what is waiting: following the log one event
+				// at a time allocates one slot per event, not a batch.
+				batch = make([]events.Message, 0, min(m.Pending+1, foldBatch))
+			}
 			batch = append(batch, m)
 			if len(batch) == foldBatch || m.Pending == 0 {
 				select {
@@ -72,7 +77,7 @@ func foldLog(ctx context.Context, log Log, opts events.ReadOptions, apply func(*
 				case <-ctx.Done():
 					return ctx.Err()
 				}
-				batch = make([]events.Message, 0, foldBatch)
+				batch = nil
 			}
 			return nil
 		})
