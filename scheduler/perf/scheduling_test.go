@@ -3,6 +3,8 @@ package perf
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -113,6 +115,7 @@ func benchScheduling(b *testing.B, nodes, pods int, withWasm extra) {
 			objs = append(objs, benchPod(b, p))
 		}
 		c.apply(b, objs)
+		stopProfile := startProfile(b, i)
 		b.StartTimer()
 		began, cpu0 := time.Now(), cpuTime()
 		placed := schedulePods(b, c, pods)
@@ -122,6 +125,7 @@ func benchScheduling(b *testing.B, nodes, pods int, withWasm extra) {
 		total += time.Since(began)
 		cpu += cpuTime() - cpu0
 		b.StopTimer()
+		stopProfile()
 		if placed != pods {
 			b.Fatalf("placed %d of %d pods", placed, pods)
 		}
@@ -132,6 +136,29 @@ func benchScheduling(b *testing.B, nodes, pods int, withWasm extra) {
 	}
 	b.ReportMetric(float64(pods*b.N)/total.Seconds(), "pods/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(pods*b.N), "cpu-µs/pod")
+}
+
+// startProfile starts the CPU profile of -sched.cpuprofile for run i
+// (the file, with ".i" after the first run) and returns what stops it.
+func startProfile(tb testing.TB, i int) func() {
+	if *benchProfile == "" {
+		return func() {}
+	}
+	name := *benchProfile
+	if i > 0 {
+		name += fmt.Sprintf(".%d", i)
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		tb.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 func schedulePods(tb testing.TB, c *cluster, pods int) int {
