@@ -38,3 +38,40 @@ func TestRecordAssumedPods(t *testing.T) {
 		t.Fatalf("earlier record read back %+v", got.Assumed)
 	}
 }
+
+// A decision's scores read back as they were recorded, best first, from
+// "node=score" strings and from the {node, score} objects earlier records
+// hold.
+func TestRecordScores(t *testing.T) {
+	d := &Decision{Pod: "ns/p", Profile: DefaultSchedulerName, Node: "n-2", Rejections: map[string]int{"r": 1}, RejectedBy: map[string]int{"F": 1},
+		Scores: []PluginScores{{Plugin: "A", Weight: 2, Top: []NodeScore{{Name: "n-2", Score: 200}, {Name: "n-1", Score: -4}}}, {Plugin: "B", Weight: 1}},
+		Totals: []NodeScore{{Name: "n-2", Score: 201}, {Name: "n-1", Score: 0}}}
+	rec, err := Record(d, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.Fields["totals"].GetListValue().GetValues()[0].GetStringValue(); got != "n-2=201" {
+		t.Fatalf("recorded total %q", got)
+	}
+	got, err := ParseRecord(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Scores[0], d.Scores[0]) || got.Scores[1].Plugin != "B" || len(got.Scores[1].Top) != 0 || !reflect.DeepEqual(got.Totals, d.Totals) {
+		t.Fatalf("read back %+v, totals %+v", got.Scores, got.Totals)
+	}
+
+	old, err := structpb.NewStruct(map[string]any{"pod": "ns/p", "profile": DefaultSchedulerName, "node": "n-2",
+		"scores": []any{map[string]any{"plugin": "A", "weight": 2.0, "top": []any{map[string]any{"node": "n-2", "score": 200.0}, map[string]any{"node": "n-1", "score": -4.0}}}},
+		"totals": []any{map[string]any{"node": "n-2", "score": 201.0}, map[string]any{"node": "n-1", "score": 0.0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = ParseRecord(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Scores[0], d.Scores[0]) || !reflect.DeepEqual(got.Totals, d.Totals) {
+		t.Fatalf("earlier record read back %+v, totals %+v", got.Scores, got.Totals)
+	}
+}
