@@ -402,8 +402,9 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 		scratchScores.Put(scores)
 		scratchUint64s.Put(ties)
 	}()
+	podHash := tieBreakPod(pod.Key)
 	for i, n := range nodes {
-		ties[i] = tieBreak(pod.Key, n.Name())
+		ties[i] = tieBreakNode(podHash, n.Name())
 	}
 	for k, ws := range active {
 		pl := ws.Plugin
@@ -471,12 +472,23 @@ func top(scores []NodeScore, ties []uint64) []NodeScore {
 // tieBreak is FNV-1a (64 bits) of pod, a zero byte and node, computed in
 // place: it runs for every node scored.
 func tieBreak(pod, node string) uint64 {
+	return tieBreakNode(tieBreakPod(pod), node)
+}
+
+// tieBreakPod is the part of tieBreak that depends on the pod only,
+// computed once per cycle rather than once per node.
+func tieBreakPod(pod string) uint64 {
 	const offset, prime = 14695981039346656037, 1099511628211
 	h := uint64(offset)
 	for i := 0; i < len(pod); i++ {
 		h = (h ^ uint64(pod[i])) * prime
 	}
-	h *= prime // the zero byte: h ^ 0 == h
+	return h * prime // the zero byte: h ^ 0 == h
+}
+
+// tieBreakNode finishes tieBreak from tieBreakPod's hash.
+func tieBreakNode(h uint64, node string) uint64 {
+	const prime = 1099511628211
 	for i := 0; i < len(node); i++ {
 		h = (h ^ uint64(node[i])) * prime
 	}
@@ -506,13 +518,44 @@ func parallelizeChunks(workers, n int, fn func(lo, hi int)) {
 		}
 		return
 	}
+	// The caller takes the first chunk; the others go to idle pool
+	// workers, whose stacks have grown to what plugins need (a
+	// goroutine per chunk grew a new stack, copied, every cycle).
 	var wg sync.WaitGroup
-	wg.Add(chunks)
-	for c := 0; c < chunks; c++ {
-		go func() {
+	wg.Add(chunks - 1)
+	for c := 1; c < chunks; c++ {
+		runChunk(func() {
 			defer wg.Done()
 			fn(c*chunk, min((c+1)*chunk, n))
-		}()
+		})
 	}
+	fn(0, min(chunk, n))
 	wg.Wait()
+}
+
+// chunkWork hands chunks to the pool's idle workers.
+var (
+	chunkWork     = make(chan func())
+	chunkPoolOnce sync.Once
+)
+
+// runChunk runs f on an idle pool worker, or on a new goroutine when none
+// is idle (a chunk never waits for another cycle's, so nested or
+// concurrent cycles cannot deadlock). The pool has one worker per core,
+// started on first use, and lives as long as the process.
+func runChunk(f func()) {
+	chunkPoolOnce.Do(func() {
+		for range runtime.GOMAXPROCS(0) {
+			go func() {
+				for f := range chunkWork {
+					f()
+				}
+			}()
+		}
+	})
+	select {
+	case chunkWork <- f:
+	default:
+		go f()
+	}
 }
