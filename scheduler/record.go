@@ -36,7 +36,7 @@ func Record(d *Decision, cycle uint64, assumed []AssumedPod) (*structpb.Struct, 
 	nodeScores := func(ns []NodeScore) *structpb.Value {
 		out := make([]*structpb.Value, len(ns))
 		for i, s := range ns {
-			buf = strconv.AppendInt(append(append(buf[:0], s.Name...), '='), s.Score, 10)
+			buf = appendNodeScore(buf[:0], s)
 			out[i] = str(string(buf))
 		}
 		return list(out)
@@ -66,6 +66,11 @@ func Record(d *Decision, cycle uint64, assumed []AssumedPod) (*structpb.Struct, 
 	}}, nil
 }
 
+// appendNodeScore appends s as a decision records it, "node=score".
+func appendNodeScore(b []byte, s NodeScore) []byte {
+	return strconv.AppendInt(append(append(b, s.Name...), '='), s.Score, 10)
+}
+
 // RecordedDecision is a decision read back from a Bound event.
 type RecordedDecision struct {
 	Decision
@@ -77,6 +82,10 @@ type RecordedDecision struct {
 func ParseRecord(s *structpb.Struct) (*RecordedDecision, error) {
 	if s == nil {
 		return nil, fmt.Errorf("the event records no decision")
+	}
+	s, err := decodedRecord(s)
+	if err != nil {
+		return nil, fmt.Errorf("the event's decision does not decode: %w", err)
 	}
 	m := s.AsMap()
 	num := func(k string) int64 { f, _ := m[k].(float64); return int64(f) }

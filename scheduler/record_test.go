@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -73,5 +74,48 @@ func TestRecordScores(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got.Scores[0], d.Scores[0]) || !reflect.DeepEqual(got.Totals, d.Totals) {
 		t.Fatalf("earlier record read back %+v, totals %+v", got.Scores, got.Totals)
+	}
+}
+
+// A Bound event's detail, encoded directly, is Record's Struct on the wire
+// and reads back as the decision, before and after a round trip through
+// the encoding.
+func TestEncodedRecordIsRecord(t *testing.T) {
+	d := &Decision{Pod: "ns/p", Profile: DefaultSchedulerName, Node: "n-2", SnapshotSequence: 1 << 40, StartIndex: 7, NumNodes: 5000, Evaluated: 600, Feasible: 500,
+		Rejections: map[string]int{"node(s) were unschedulable": 3, "Insufficient cpu": 97}, RejectedBy: map[string]int{"NodeUnschedulable": 3, "NodeResourcesFit": 97},
+		Versions: map[string]string{"labelfilter": "sha256:ab", "nodenumber": "sha256:cd"},
+		Scores: []PluginScores{{Plugin: "A", Weight: 2, Top: []NodeScore{{Name: "n-2", Score: 200}, {Name: "n-1", Score: -4}}}, {Plugin: "B", Weight: 1}},
+		Totals: []NodeScore{{Name: "n-2", Score: 201}, {Name: "n-1", Score: 0}}}
+	assumed := []AssumedPod{{Pod: "ns/a", Node: "n-1"}, {Pod: "ns/b", Node: "n-2"}}
+	for _, d := range []*Decision{d, {Pod: "ns/q", Profile: "p"}} {
+		want, err := Record(d, 9, assumed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc := encodedRecord(d, 9, assumed)
+		data, err := proto.Marshal(enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := new(structpb.Struct)
+		if err := proto.Unmarshal(data, got); err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(got, want) {
+			t.Fatalf("encoded record decodes as\n%v\nRecord built\n%v", got, want)
+		}
+		fromStruct, err := ParseRecord(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []*structpb.Struct{enc, got} {
+			parsed, err := ParseRecord(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(parsed, fromStruct) {
+				t.Fatalf("read back %+v, want %+v", parsed, fromStruct)
+			}
+		}
 	}
 }

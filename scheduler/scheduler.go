@@ -636,7 +636,8 @@ func boundPod(obj *schemas.Object, ev *schemas.Event, seq uint64) *schemas.Objec
 }
 
 // BoundEvent is the Bound event of a decision: the pod's spec with nodeName
-// set, the decision in detail.
+// set, the decision in detail (Record's Struct, held encoded: read it with
+// ParseRecord).
 func BoundEvent(obj *schemas.Object, d *Decision, cycle uint64, assumed []AssumedPod) (*schemas.Event, error) {
 	// A new top-level map over the pod's field values, which stay shared
 	// and are never changed (objects from the projection are read-only):
@@ -647,10 +648,8 @@ func BoundEvent(obj *schemas.Object, d *Decision, cycle uint64, assumed []Assume
 		spec.Fields[k] = v
 	}
 	spec.Fields["nodeName"] = structpb.NewStringValue(d.Node)
-	detail, err := Record(d, cycle, assumed)
-	if err != nil {
-		return nil, err
-	}
+	// The decision is encoded here, to the bytes of Record's Struct.
+	detail := encodedRecord(d, cycle, assumed)
 	key := projections.ObjectKey(obj)
 	return &schemas.Event{
 		Type: schemas.EventType_EVENT_TYPE_BOUND, Key: key.Proto(),

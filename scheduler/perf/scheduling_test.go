@@ -138,26 +138,43 @@ func benchScheduling(b *testing.B, nodes, pods int, withWasm extra) {
 	b.ReportMetric(float64(cpu.Microseconds())/float64(pods*b.N), "cpu-µs/pod")
 }
 
-// startProfile starts the CPU profile of -sched.cpuprofile for run i
-// (the file, with ".i" after the first run) and returns what stops it.
+// startProfile starts the CPU profile of -sched.cpuprofile and writes the
+// first heap profile of -sched.memprofile for run i (the files, with ".i"
+// after the first run) and returns what stops and writes the second.
 func startProfile(tb testing.TB, i int) func() {
-	if *benchProfile == "" {
-		return func() {}
-	}
-	name := *benchProfile
+	suffix := ""
 	if i > 0 {
-		name += fmt.Sprintf(".%d", i)
+		suffix = fmt.Sprintf(".%d", i)
 	}
-	f, err := os.Create(name)
-	if err != nil {
-		tb.Fatal(err)
+	create := func(name string) *os.File {
+		f, err := os.Create(name)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return f
 	}
+	heap := func(name string) {
+		if *benchHeap == "" {
+			return
+		}
+		f := create(*benchHeap + suffix + name)
+		defer f.Close()
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	heap(".start")
+	if *benchProfile == "" {
+		return func() { heap(".end") }
+	}
+	f := create(*benchProfile + suffix)
 	if err := pprof.StartCPUProfile(f); err != nil {
 		tb.Fatal(err)
 	}
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+		heap(".end")
 	}
 }
 
