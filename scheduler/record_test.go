@@ -84,8 +84,8 @@ func TestEncodedRecordIsRecord(t *testing.T) {
 	d := &Decision{Pod: "ns/p", Profile: DefaultSchedulerName, Node: "n-2", SnapshotSequence: 1 << 40, StartIndex: 7, NumNodes: 5000, Evaluated: 600, Feasible: 500,
 		Rejections: map[string]int{"node(s) were unschedulable": 3, "Insufficient cpu": 97}, RejectedBy: map[string]int{"NodeUnschedulable": 3, "NodeResourcesFit": 97},
 		Versions: map[string]string{"labelfilter": "sha256:ab", "nodenumber": "sha256:cd"},
-		Scores: []PluginScores{{Plugin: "A", Weight: 2, Top: []NodeScore{{Name: "n-2", Score: 200}, {Name: "n-1", Score: -4}}}, {Plugin: "B", Weight: 1}},
-		Totals: []NodeScore{{Name: "n-2", Score: 201}, {Name: "n-1", Score: 0}}}
+		Scores:   []PluginScores{{Plugin: "A", Weight: 2, Top: []NodeScore{{Name: "n-2", Score: 200}, {Name: "n-1", Score: -4}}}, {Plugin: "B", Weight: 1}},
+		Totals:   []NodeScore{{Name: "n-2", Score: 201}, {Name: "n-1", Score: 0}}}
 	assumed := []AssumedPod{{Pod: "ns/a", Node: "n-1"}, {Pod: "ns/b", Node: "n-2"}}
 	for _, d := range []*Decision{d, {Pod: "ns/q", Profile: "p"}} {
 		want, err := Record(d, 9, assumed)
