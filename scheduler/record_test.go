@@ -119,3 +119,23 @@ func TestEncodedRecordIsRecord(t *testing.T) {
 		}
 	}
 }
+
+// The status a scheduling attempt reports holds the v1 phase and
+// PodScheduled condition as the map form would build them.
+func TestPodScheduledDetails(t *testing.T) {
+	for _, ok := range []bool{true, false} {
+		r := podScheduled(ok, "Unschedulable", "0/3 nodes are available")
+		status := "False"
+		if ok {
+			status = "True"
+		}
+		want, err := structpb.NewStruct(map[string]any{"phase": "Pending",
+			"conditions": []any{map[string]any{"type": PodScheduled, "status": status, "reason": "Unschedulable", "message": "0/3 nodes are available"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(r.Details, want) {
+			t.Fatalf("details %v, want %v", r.Details, want)
+		}
+	}
+}

@@ -490,10 +490,15 @@ func podScheduled(ok bool, reason, msg string) reconcilers.Result {
 	if ok {
 		status = "True"
 	}
-	details, _ := structpb.NewStruct(map[string]any{
-		"phase":      string(v1.PodPending),
-		"conditions": []any{map[string]any{"type": PodScheduled, "status": status, "reason": reason, "message": msg}},
-	})
+	// Built as structpb values directly (structpb.NewStruct goes through
+	// map[string]any): this runs once per placement.
+	str := structpb.NewStringValue
+	cond := structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+		"type": str(PodScheduled), "status": str(status), "reason": str(reason), "message": str(msg)}})
+	details := &structpb.Struct{Fields: map[string]*structpb.Value{
+		"phase":      str(string(v1.PodPending)),
+		"conditions": structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{cond}}),
+	}}
 	conds := []*schemas.Condition{{Type: PodScheduled, Status: status, Reason: reason, Message: msg}}
 	if !ok {
 		// Without it the runtime would record the run's success as
