@@ -206,3 +206,17 @@ func TestRecordLeavesDetailOut(t *testing.T) {
 		}
 	}
 }
+
+// A batch is sized by what is waiting: small when the reader is caught
+// up, never above its most.
+func TestBatchCap(t *testing.T) {
+	for _, c := range []struct {
+		pending uint64
+		max     int
+		want    int
+	}{{0, 512, 16}, {3, 512, 19}, {10000, 512, 512}, {1 << 63, 256, 256}, {^uint64(0), 512, 512}} {
+		if got := BatchCap(c.pending, c.max); got != c.want {
+			t.Errorf("BatchCap(%d, %d) = %d, want %d", c.pending, c.max, got, c.want)
+		}
+	}
+}

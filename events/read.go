@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -145,11 +146,23 @@ type rawBatch []Message
 
 const pullBatch = 512
 
+// BatchCap is the capacity to give a batch of at most max messages when
+// pending are waiting to be read: a follower that is caught up hands on
+// batches of one or two events, and a batch allocated at its largest
+// (tens of kilobytes, zeroed) for each of those was most of what
+// following the log allocated. A batch that fills grows by append.
+func BatchCap(pending uint64, max int) int {
+	if pending >= uint64(max) {
+		return max
+	}
+	return min(max, int(pending)+16)
+}
+
 // pull moves messages from t into batches until the log's end (unless
 // follow), an error, or quit. A batch is handed over when full or when no
 // more messages are waiting, so a follower sees each event at once.
 func pull(t *tail, follow bool, maxBytes int, out chan<- rawBatch, quit <-chan struct{}) error {
-	b := make(rawBatch, 0, pullBatch)
+	b := make(rawBatch, 0, BatchCap(math.MaxUint64, pullBatch))
 	size := 0
 	for {
 		msg, meta, err := t.Next()
@@ -166,7 +179,7 @@ func pull(t *tail, follow bool, maxBytes int, out chan<- rawBatch, quit <-chan s
 			case <-quit:
 				return nil
 			}
-			b = make(rawBatch, 0, pullBatch)
+			b = make(rawBatch, 0, BatchCap(meta.NumPending, pullBatch))
 		}
 		if end {
 			return nil

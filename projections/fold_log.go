@@ -72,7 +72,7 @@ func foldLog(ctx context.Context, log Log, opts events.ReadOptions, apply func(*
 				case <-ctx.Done():
 					return ctx.Err()
 				}
-				batch = make([]events.Message, 0, foldBatch)
+				batch = make([]events.Message, 0, events.BatchCap(m.Pending, foldBatch))
 			}
 			return nil
 		})
