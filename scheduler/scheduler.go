@@ -668,9 +668,23 @@ func BoundEvent(obj *schemas.Object, d *Decision, cycle uint64, assumed []Assume
 // together (up to BatchSize), and up to BatchesInFlight batches await
 // their acknowledgements at once.
 func (s *Scheduler) bindLoop(ctx context.Context) error {
-	inFlight := make(chan struct{}, s.cfg.BatchesInFlight)
+	// BatchesInFlight workers append the batches, each waiting for its
+	// acknowledgements; they live as long as the loop, so their stacks
+	// stay grown (encoding an event is deep: a goroutine per batch copied
+	// its stack as it grew, every batch).
+	work := make(chan []*bindRequest)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer close(work)
+	for range s.cfg.BatchesInFlight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for batch := range work {
+				s.appendBatch(ctx, batch)
+			}
+		}()
+	}
 	for {
 		batch := make([]*bindRequest, 0, 16)
 		select {
@@ -689,32 +703,32 @@ func (s *Scheduler) bindLoop(ctx context.Context) error {
 			}
 		}
 		select {
-		case inFlight <- struct{}{}:
+		case work <- batch:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-inFlight; wg.Done() }()
-			entries := make([]events.Entry, len(batch))
-			for i, r := range batch {
-				entries[i] = r.entry
+	}
+}
+
+// appendBatch appends one batch of Bound events and answers each request.
+func (s *Scheduler) appendBatch(ctx context.Context, batch []*bindRequest) {
+	entries := make([]events.Entry, len(batch))
+	for i, r := range batch {
+		entries[i] = r.entry
+	}
+	results, errs := s.cfg.Log.AppendAsync(ctx, entries)
+	for i, r := range batch {
+		if errs != nil && errs[i] != nil {
+			r.failed(errs[i])
+		} else {
+			if r.done != nil {
+				r.done()
 			}
-			results, errs := s.cfg.Log.AppendAsync(ctx, entries)
-			for i, r := range batch {
-				if errs != nil && errs[i] != nil {
-					r.failed(errs[i])
-				} else {
-					if r.done != nil {
-						r.done()
-					}
-					if s.cfg.Bound != nil && i < len(results) {
-						s.cfg.Bound(boundPod(r.obj, r.entry.Event, results[i].Sequence))
-					}
-				}
-				s.bound(r.pod)
+			if s.cfg.Bound != nil && i < len(results) {
+				s.cfg.Bound(boundPod(r.obj, r.entry.Event, results[i].Sequence))
 			}
-		}()
+		}
+		s.bound(r.pod)
 	}
 }
 
