@@ -152,3 +152,54 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// encodedSpec is spec with nodeName set to node, held encoded as
+// encodedRecord holds a decision: the bytes proto.Marshal writes for the
+// Struct, written without reflection (which allocates for each key of
+// each map, twice). Its Fields map is empty; decode it to read it.
+func encodedSpec(spec *structpb.Struct, node string) *structpb.Struct {
+	var e recordEncoder
+	var b []byte
+	for k, v := range spec.GetFields() {
+		if k == "nodeName" {
+			continue
+		}
+		e.val = appendValue(e.val[:0], v)
+		b = e.entry(b, k, e.val)
+	}
+	b = e.str(b, "nodeName", node)
+	s := new(structpb.Struct)
+	s.ProtoReflect().SetUnknown(protoreflect.RawFields(b))
+	return s
+}
+
+// appendValue appends the encoding of v, a google.protobuf.Value, as
+// proto.Marshal writes it.
+func appendValue(b []byte, v *structpb.Value) []byte {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_NullValue:
+		return protowire.AppendVarint(protowire.AppendTag(b, 1, protowire.VarintType), uint64(k.NullValue))
+	case *structpb.Value_NumberValue:
+		return protowire.AppendFixed64(protowire.AppendTag(b, 2, protowire.Fixed64Type), math.Float64bits(k.NumberValue))
+	case *structpb.Value_StringValue:
+		return protowire.AppendString(protowire.AppendTag(b, 3, protowire.BytesType), k.StringValue)
+	case *structpb.Value_BoolValue:
+		return protowire.AppendVarint(protowire.AppendTag(b, 4, protowire.VarintType), protowire.EncodeBool(k.BoolValue))
+	case *structpb.Value_StructValue:
+		var e recordEncoder
+		var st, val []byte
+		for key, f := range k.StructValue.GetFields() {
+			val = appendValue(val[:0], f)
+			st = e.entry(st, key, val)
+		}
+		return appendStructValue(b, st)
+	case *structpb.Value_ListValue:
+		var list, val []byte
+		for _, item := range k.ListValue.GetValues() {
+			val = appendValue(val[:0], item)
+			list = appendListItem(list, val)
+		}
+		return appendListValue(b, list)
+	}
+	return b
+}
