@@ -6,8 +6,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
-
-	"github.com/jetplane/jetplane/schemas"
 )
 
 // A decision's assumed pods read back as they were recorded, from the
@@ -139,36 +137,5 @@ func TestPodScheduledDetails(t *testing.T) {
 		if !proto.Equal(r.Details, want) {
 			t.Fatalf("details %v, want %v", r.Details, want)
 		}
-	}
-}
-
-// A Bound event's spec, encoded directly, decodes as the pod's spec with
-// nodeName set (every kind of value, nested), as boundSpec builds it.
-func TestEncodedSpecIsBoundSpec(t *testing.T) {
-	spec, err := structpb.NewStruct(map[string]any{
-		"nodeName": "old", "schedulerName": "", "priority": -3.5, "hostNetwork": true, "overhead": nil,
-		"containers": []any{map[string]any{"name": "c", "image": "app:1", "args": []any{"a", 1.0, false, nil, []any{}, map[string]any{}},
-			"resources": map[string]any{"requests": map[string]any{"cpu": "100m"}, "limits": map[string]any{}}}},
-		"affinity": map[string]any{"nodeAffinity": map[string]any{"required": []any{map[string]any{"key": "zone", "values": []any{"a", "b"}}}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj := &schemas.Object{ApiVersion: "v1", Kind: "Pod", Spec: spec}
-	for _, node := range []string{"n-1", ""} {
-		data, err := proto.Marshal(&schemas.Object{Spec: encodedSpec(spec, node)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := new(schemas.Object)
-		if err := proto.Unmarshal(data, got); err != nil {
-			t.Fatal(err)
-		}
-		if want := boundSpec(obj, node); !proto.Equal(got.Spec, want) {
-			t.Fatalf("encoded spec decodes as\n%v\nwant\n%v", got.Spec, want)
-		}
-	}
-	if spec.Fields["nodeName"].GetStringValue() != "old" {
-		t.Fatal("the pod's own spec changed")
 	}
 }

@@ -577,7 +577,6 @@ func (s *Scheduler) unreserve(ctx context.Context, p *Profile, state *CycleState
 type bindRequest struct {
 	pod   string
 	obj   *schemas.Object // the pod as read, unbound
-	node  string          // the node it is bound to
 	entry events.Entry
 	// failed is called when the append fails, done when it lands.
 	failed func(error)
@@ -604,7 +603,7 @@ func (s *Scheduler) bind(ctx context.Context, p *Profile, state *CycleState, obj
 	}
 	ev.Actor = "scheduler/" + p.Name + "@" + s.cfg.Instance
 	ev.Time = timestamppb.New(s.cfg.Now())
-	req := &bindRequest{pod: pi.Key, obj: obj, node: d.Node, entry: events.Entry{Event: ev, Expect: obj.GetMetadata().GetResourceVersion()}, failed: failed, done: done}
+	req := &bindRequest{pod: pi.Key, obj: obj, entry: events.Entry{Event: ev, Expect: obj.GetMetadata().GetResourceVersion()}, failed: failed, done: done}
 	s.bindMu.Lock()
 	s.binding[pi.Key] = true
 	if s.bindIdle == nil {
@@ -631,22 +630,9 @@ func (s *Scheduler) bound(pod string) {
 	}
 }
 
-// boundSpec is obj's spec as its Bound event to node sets it: a new
-// top-level map over the pod's field values, which stay shared and are
-// never changed (objects from the projection are read-only).
-func boundSpec(obj *schemas.Object, node string) *structpb.Struct {
-	fields := obj.GetSpec().GetFields()
-	spec := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(fields)+1)}
-	for k, v := range fields {
-		spec.Fields[k] = v
-	}
-	spec.Fields["nodeName"] = structpb.NewStringValue(node)
-	return spec
-}
-
-// boundPod is obj as its Bound event to node, stored at seq, leaves it.
-func boundPod(obj *schemas.Object, node string, seq uint64) *schemas.Object {
-	out := &schemas.Object{ApiVersion: obj.GetApiVersion(), Kind: obj.GetKind(), Metadata: proto.CloneOf(obj.GetMetadata()), Spec: boundSpec(obj, node), Status: obj.GetStatus()}
+// boundPod is obj as its Bound event ev, stored at seq, leaves it.
+func boundPod(obj *schemas.Object, ev *schemas.Event, seq uint64) *schemas.Object {
+	out := &schemas.Object{ApiVersion: obj.GetApiVersion(), Kind: obj.GetKind(), Metadata: proto.CloneOf(obj.GetMetadata()), Spec: ev.GetObject().GetSpec(), Status: obj.GetStatus()}
 	if out.Metadata == nil {
 		out.Metadata = &schemas.ObjectMeta{}
 	}
@@ -658,10 +644,16 @@ func boundPod(obj *schemas.Object, node string, seq uint64) *schemas.Object {
 // set, the decision in detail (Record's Struct, held encoded: read it with
 // ParseRecord).
 func BoundEvent(obj *schemas.Object, d *Decision, cycle uint64, assumed []AssumedPod) (*schemas.Event, error) {
-	// The spec and the decision are encoded here, without reflection, to
-	// the bytes proto.Marshal would write for them: boundSpec and
-	// ParseRecord read them back.
-	spec := encodedSpec(obj.GetSpec(), d.Node)
+	// A new top-level map over the pod's field values, which stay shared
+	// and are never changed (objects from the projection are read-only):
+	// a deep copy of the spec, for every pod placed, only to set one field.
+	fields := obj.GetSpec().GetFields()
+	spec := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(fields)+1)}
+	for k, v := range fields {
+		spec.Fields[k] = v
+	}
+	spec.Fields["nodeName"] = structpb.NewStringValue(d.Node)
+	// The decision is encoded here, to the bytes of Record's Struct.
 	detail := encodedRecord(d, cycle, assumed)
 	key := projections.ObjectKey(obj)
 	return &schemas.Event{
@@ -733,7 +725,7 @@ func (s *Scheduler) appendBatch(ctx context.Context, batch []*bindRequest) {
 				r.done()
 			}
 			if s.cfg.Bound != nil && i < len(results) {
-				s.cfg.Bound(boundPod(r.obj, r.node, results[i].Sequence))
+				s.cfg.Bound(boundPod(r.obj, r.entry.Event, results[i].Sequence))
 			}
 		}
 		s.bound(r.pod)
