@@ -43,7 +43,8 @@ type objectBlock struct {
 	meta schemas.ObjectMeta
 }
 
-// fastRecord decodes data as an EventRecord. The record aliases data, which
+// fastRecord decodes data as an EventRecord, its detail left out (see
+// DecodeRecord). The record aliases data, which
 // must not be modified afterwards. ok is false when data holds anything the
 // fast path does not handle; nothing is returned then.
 func fastRecord(data []byte) (ev *schemas.EventRecord, ok bool) {
@@ -140,10 +141,12 @@ func (d *recordDecoder) event(ev *schemas.EventRecord, blk *eventBlock, i, end i
 		case num == 8 && typ == protowire.VarintType:
 			ev.Sequence = v
 		case num == 9 && typ == protowire.BytesType:
-			if ev.Detail == nil {
-				ev.Detail = new(structpb.Struct)
-			}
-			ok = d.structure(ev.Detail, start, stop)
+			// The detail (a scheduling decision, on every Bound event)
+			// is left out of the record: no fold reads it, and decoding
+			// it cost more than the rest of the event. It is checked as
+			// proto.Unmarshal would check it, so the fast path accepts
+			// exactly what the slow one does.
+			ok = validStruct(d.base[start:stop], 0)
 		default:
 			return false
 		}
@@ -406,4 +409,77 @@ func (d *recordDecoder) timestamp(t *timestamppb.Timestamp, i, end int) bool {
 // field would. Structs are rare in the log and never on the fold's path.
 func (d *recordDecoder) structure(s *structpb.Struct, i, end int) bool {
 	return proto.UnmarshalOptions{Merge: true}.Unmarshal(d.base[i:end], s) == nil
+}
+
+// maxStructDepth bounds the nesting validStruct follows, as proto.Unmarshal
+// bounds recursion (its default limit is 10,000 levels).
+const maxStructDepth = 10000
+
+// validStruct reports whether b is a google.protobuf.Struct that
+// proto.Unmarshal accepts: well-formed fields, strings of valid UTF-8,
+// nested values and lists checked the same way. Fields it does not know
+// (or with a wire type their number does not have) are unknown fields,
+// which proto.Unmarshal keeps; it allocates nothing.
+func validStruct(b []byte, depth int) bool {
+	return validFields(b, depth, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+		if num != 1 || typ != protowire.BytesType {
+			return true
+		}
+		// A map entry: string key = 1, Value value = 2.
+		return validFields(v, depth+1, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+			switch {
+			case num == 1 && typ == protowire.BytesType:
+				return utf8.Valid(v)
+			case num == 2 && typ == protowire.BytesType:
+				return validValue(v, depth+2)
+			}
+			return true
+		})
+	})
+}
+
+// validValue is validStruct for a google.protobuf.Value.
+func validValue(b []byte, depth int) bool {
+	return validFields(b, depth, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+		if typ != protowire.BytesType {
+			return true
+		}
+		switch num {
+		case 3: // string_value
+			return utf8.Valid(v)
+		case 5: // struct_value
+			return validStruct(v, depth+1)
+		case 6: // list_value: repeated Value values = 1
+			return validFields(v, depth+1, func(num protowire.Number, typ protowire.Type, v []byte) bool {
+				return num != 1 || typ != protowire.BytesType || validValue(v, depth+2)
+			})
+		}
+		return true
+	})
+}
+
+// validFields walks the fields of one message in b, handing each
+// length-delimited field's contents (nil for other wire types) to check.
+func validFields(b []byte, depth int, check func(protowire.Number, protowire.Type, []byte) bool) bool {
+	if depth > maxStructDepth {
+		return false
+	}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+		var v []byte
+		if typ == protowire.BytesType {
+			v, n = protowire.ConsumeBytes(b)
+		} else {
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 || !check(num, typ, v) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
 }

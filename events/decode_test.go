@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -20,7 +21,8 @@ import (
 func fullEvent(r *rand.Rand, i int) *schemas.Event {
 	spec, _ := structpb.NewStruct(map[string]any{"replicas": float64(r.IntN(5)), "image": "app:1", "env": map[string]any{"A": "b"}})
 	details, _ := structpb.NewStruct(map[string]any{"podIP": "10.0.0.1", "restarts": float64(r.IntN(3))})
-	detail, _ := structpb.NewStruct(map[string]any{"node": "n1", "feasible": []any{"n1", "n2"}})
+	detail, _ := structpb.NewStruct(map[string]any{"node": "n1", "feasible": []any{"n1", "n2"}, "cycle": float64(i),
+		"scores": []any{map[string]any{"plugin": "p", "top": []any{"n1=3", "n2=1"}, "none": nil, "ok": true}}})
 	ev := &schemas.Event{
 		Id:    fmt.Sprint("ev-", i),
 		Type:  schemas.EventType(r.IntN(7)),
@@ -60,18 +62,23 @@ func fullEvent(r *rand.Rand, i int) *schemas.Event {
 }
 
 // checkFast decodes data both ways: whenever the fast path accepts data,
-// proto.Unmarshal must accept it too and give an equal record. It reports
-// whether the fast path accepted.
+// proto.Unmarshal must accept it too and give an equal record, but for the
+// detail, which a record leaves out. It reports whether the fast path
+// accepted.
 func checkFast(t testing.TB, data []byte) bool {
 	t.Helper()
 	slow := new(schemas.EventRecord)
 	slowErr := proto.Unmarshal(data, slow)
+	slow.Detail = nil
 	fast, ok := fastRecord(append([]byte(nil), data...))
 	if !ok {
 		return false
 	}
 	if slowErr != nil {
 		t.Fatalf("fast path accepted %x, proto.Unmarshal refused it: %v", data, slowErr)
+	}
+	if fast.Detail != nil {
+		t.Fatalf("fast path decoded the detail of %x", data)
 	}
 	if !proto.Equal(fast, slow) {
 		t.Fatalf("fast path decoded %x as\n%v\nproto.Unmarshal as\n%v", data, fast, slow)
@@ -143,5 +150,59 @@ func TestDecodeRecordFallsBack(t *testing.T) {
 	}
 	if _, err := DecodeRecord([]byte{0xff}, 6); err == nil {
 		t.Fatal("a malformed payload decoded")
+	}
+}
+
+// TestRecordLeavesDetailOut shows a record without its detail (a Bound
+// event's decision), and a detail proto.Unmarshal refuses refused by the
+// fast path too: a string that is not UTF-8, or a nested value cut short,
+// deep inside the decision.
+func TestRecordLeavesDetailOut(t *testing.T) {
+	detail, _ := structpb.NewStruct(map[string]any{"node": "n1", "scores": []any{map[string]any{"top": []any{"n1=3"}}}})
+	ev := &schemas.Event{Id: "e", Type: schemas.EventType_EVENT_TYPE_BOUND, Key: &schemas.ObjectKey{Kind: "Pod", Namespace: "ns", Name: "p"}, Detail: detail}
+	data, err := proto.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := DecodeRecord(data, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Detail != nil || rec.Key.GetName() != "p" || rec.Type != schemas.EventType_EVENT_TYPE_BOUND {
+		t.Fatalf("record %v", rec)
+	}
+	full, err := Decode(data, 3)
+	if err != nil || !proto.Equal(full.Detail, detail) {
+		t.Fatalf("Decode lost the detail: %v, %v", full.GetDetail(), err)
+	}
+	// A Struct whose one field's value holds a struct_value that ends
+	// inside a field: every enclosing length is right.
+	inner := protowire.AppendTag(nil, 1, protowire.BytesType)
+	inner = protowire.AppendVarint(inner, 5)
+	inner = append(inner, 'a')
+	value := protowire.AppendTag(nil, 5, protowire.BytesType)
+	value = protowire.AppendBytes(value, inner)
+	entry := protowire.AppendTag(nil, 1, protowire.BytesType)
+	entry = protowire.AppendString(entry, "k")
+	entry = protowire.AppendTag(entry, 2, protowire.BytesType)
+	entry = protowire.AppendBytes(entry, value)
+	cut := protowire.AppendTag(nil, 1, protowire.BytesType)
+	cut = protowire.AppendBytes(cut, entry)
+	noDetail, _ := proto.Marshal(&schemas.Event{Id: "e", Key: &schemas.ObjectKey{Kind: "Pod", Name: "p"}})
+	cutShort := protowire.AppendTag(append([]byte(nil), noDetail...), 9, protowire.BytesType)
+	cutShort = protowire.AppendBytes(cutShort, cut)
+	for name, bad := range map[string][]byte{
+		"invalid UTF-8": bytes.Replace(data, []byte("n1=3"), []byte{'n', 0xff, '=', '3'}, 1),
+		"cut short":     cutShort,
+	} {
+		if err := proto.Unmarshal(bad, new(schemas.Event)); err == nil {
+			t.Fatalf("%s: proto.Unmarshal accepts it", name)
+		}
+		if _, ok := fastRecord(append([]byte(nil), bad...)); ok {
+			t.Errorf("%s: fast path accepted a detail proto.Unmarshal refuses", name)
+		}
+		if _, err := DecodeRecord(bad, 4); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
 	}
 }

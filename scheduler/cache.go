@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"slices"
 	"sort"
 	"sync"
 
@@ -18,12 +19,16 @@ type Cache struct {
 	pods    map[string]*cachedPod
 	assumed map[string]*cachedPod // the assumed subset of pods
 	seq     uint64
-	// order and infos are the current snapshot's nodes by name; shared
-	// marks that a Snapshot holds infos, so it is copied before a change.
+	// order and pages are the current snapshot's nodes by name; shared
+	// marks that a Snapshot holds pages, so they are copied before a
+	// change.
 	order  map[string]int
-	infos  []*NodeInfo
+	pages  [][]*NodeInfo
 	shared bool
-	dirty  map[string]bool
+	// owned marks the pages copied since the last Snapshot (nil: all of
+	// them are this cache's).
+	owned []bool
+	dirty map[string]bool
 	// setChanged means a node came or went: order must be rebuilt.
 	setChanged bool
 }
@@ -243,16 +248,19 @@ func (c *Cache) Snapshot() *Snapshot {
 		for i, name := range names {
 			c.order[name] = i
 			if j, ok := old[name]; ok && !c.dirty[name] {
-				infos[i] = c.infos[j]
+				infos[i] = c.pages[j/snapshotPage][j%snapshotPage]
 			} else {
 				c.dirty[name] = true
 			}
 		}
-		c.infos, c.shared, c.setChanged = infos, false, false
+		c.pages, c.owned, c.shared, c.setChanged = paginate(infos), nil, false, false
 	}
 	if len(c.dirty) > 0 {
 		if c.shared {
-			c.infos = append([]*NodeInfo(nil), c.infos...)
+			// A Snapshot holds the pages: the list is copied, and each
+			// page before its first change.
+			c.pages = slices.Clone(c.pages)
+			c.owned = make([]bool, len(c.pages))
 			c.shared = false
 		}
 		for name := range c.dirty {
@@ -267,10 +275,14 @@ func (c *Cache) Snapshot() *Snapshot {
 			}
 			ni := NewNodeInfo(n.node, n.rev, pods...)
 			ni.values = n.values
-			c.infos[i] = ni
+			if pi := i / snapshotPage; c.owned != nil && !c.owned[pi] {
+				c.pages[pi] = slices.Clone(c.pages[pi])
+				c.owned[pi] = true
+			}
+			c.pages[i/snapshotPage][i%snapshotPage] = ni
 		}
 		clear(c.dirty)
 	}
 	c.shared = true
-	return &Snapshot{Nodes: c.infos, byName: c.order, Sequence: c.seq}
+	return &Snapshot{pages: c.pages, n: len(c.order), byName: c.order, Sequence: c.seq}
 }

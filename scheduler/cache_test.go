@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"hash/fnv"
 	"testing"
 
@@ -93,5 +94,65 @@ func TestTieBreakIsFNV1a(t *testing.T) {
 		if got, want := tieBreak(c[0], c[1]), h.Sum64(); got != want {
 			t.Errorf("tieBreak(%q, %q) = %x, want %x", c[0], c[1], got, want)
 		}
+	}
+}
+
+// Snapshots stay as they were taken while the cache changes under them,
+// over many pages: a pod assumed on a node changes that node in the next
+// snapshot only, the pages without a change are shared, and a node that
+// joins reorders the whole list.
+func TestSnapshotPages(t *testing.T) {
+	c := NewCache()
+	const nodes = 3*snapshotPage + 17
+	name := func(i int) string { return fmt.Sprintf("n%05d", i) }
+	for i := range nodes {
+		c.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name(i)}}, uint64(i+1))
+	}
+	check := func(s *Snapshot, n int, pods map[string]int) {
+		t.Helper()
+		if s.Len() != n || len(s.Nodes()) != n {
+			t.Fatalf("snapshot of %d nodes has Len %d, %d in Nodes", n, s.Len(), len(s.Nodes()))
+		}
+		for i := range n {
+			ni := s.At(i)
+			if ni != s.Nodes()[i] || s.Get(ni.Name()) != ni || (i > 0 && s.At(i-1).Name() >= ni.Name()) {
+				t.Fatalf("node %d: At %s, Nodes %s, out of order or not found by name", i, ni.Name(), s.Nodes()[i].Name())
+			}
+			if len(ni.Pods) != pods[ni.Name()] {
+				t.Fatalf("node %s has %d pods, want %d", ni.Name(), len(ni.Pods), pods[ni.Name()])
+			}
+		}
+	}
+	first := c.Snapshot()
+	check(first, nodes, nil)
+	pod := func(n string) *PodInfo {
+		return NewPodInfo(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p-" + n, Namespace: "ns"}})
+	}
+	c.Assume(pod(name(5)), name(5))
+	c.Assume(pod(name(2*snapshotPage+1)), name(2*snapshotPage+1))
+	second := c.Snapshot()
+	want := map[string]int{name(5): 1, name(2*snapshotPage + 1): 1}
+	check(first, nodes, nil)
+	check(second, nodes, want)
+	if &first.pages[1][0] != &second.pages[1][0] || &first.pages[0][0] == &second.pages[0][0] {
+		t.Fatal("a page without a change was copied, or a changed page was not")
+	}
+	c.Assume(pod(name(nodes-1)), name(nodes-1))
+	third := c.Snapshot()
+	want[name(nodes-1)] = 1
+	check(second, nodes, map[string]int{name(5): 1, name(2*snapshotPage + 1): 1})
+	check(third, nodes, want)
+	with := third.WithPod(name(snapshotPage), pod("x"))
+	check(third, nodes, want)
+	want[name(snapshotPage)] = 1
+	check(with, nodes, want)
+
+	c.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a-first"}}, 99)
+	fourth := c.Snapshot()
+	delete(want, name(snapshotPage))
+	check(fourth, nodes+1, want)
+	check(third, nodes, map[string]int{name(5): 1, name(2*snapshotPage + 1): 1, name(nodes - 1): 1})
+	if fourth.At(0).Name() != "a-first" {
+		t.Fatalf("first node %s", fourth.At(0).Name())
 	}
 }

@@ -96,9 +96,9 @@ func RejectionSummary(rejections map[string]int) string {
 // and ties between equal scores are broken by a hash of pod and node).
 func Cycle(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, start int) *Decision {
 	snap := state.Snapshot
-	d := &Decision{Pod: pod.Key, Profile: p.Name, SnapshotSequence: snap.Sequence, NumNodes: len(snap.Nodes),
+	d := &Decision{Pod: pod.Key, Profile: p.Name, SnapshotSequence: snap.Sequence, NumNodes: snap.Len(),
 		Rejections: map[string]int{}, RejectedBy: map[string]int{}, Versions: p.Versions()}
-	if n := len(snap.Nodes); n > 0 {
+	if n := snap.Len(); n > 0 {
 		start %= n
 	} else {
 		start = 0
@@ -132,9 +132,9 @@ func Cycle(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, sta
 		case st.IsRejected():
 			st.Plugin = pl.Name()
 			for _, r := range st.Reasons {
-				d.Rejections[r] += len(snap.Nodes)
+				d.Rejections[r] += snap.Len()
 			}
-			d.RejectedBy[pl.Name()] += len(snap.Nodes)
+			d.RejectedBy[pl.Name()] += snap.Len()
 			d.Status = st
 			return d
 		default:
@@ -143,33 +143,34 @@ func Cycle(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, sta
 			return d
 		}
 	}
-	if len(snap.Nodes) == 0 {
+	if snap.Len() == 0 {
 		d.Status = NewStatus(Unschedulable, "no nodes available to schedule pods")
 		return d
 	}
 
-	nodes := snap.Nodes
+	var nodes nodeList = snap
 	if allowed != nil {
 		// As kube-scheduler: only the named nodes are evaluated; the others
 		// count as rejected by the plugins that narrowed the set.
 		reason := fmt.Sprintf("node(s) didn't satisfy plugin(s) %v", narrowedBy)
-		nodes = make([]*NodeInfo, 0, len(allowed))
-		for _, n := range snap.Nodes {
-			if allowed[n.Name()] {
-				nodes = append(nodes, n)
+		named := make(nodeSlice, 0, len(allowed))
+		for i := range snap.Len() {
+			if n := snap.At(i); allowed[n.Name()] {
+				named = append(named, n)
 			}
 		}
-		if out := len(snap.Nodes) - len(nodes); out > 0 {
+		nodes = named
+		if out := snap.Len() - nodes.Len(); out > 0 {
 			d.Rejections[reason] += out
 			for _, n := range narrowedBy {
 				d.RejectedBy[n] += out
 			}
 		}
-		if len(nodes) == 0 {
+		if nodes.Len() == 0 {
 			d.Status = NewStatus(UnschedulableAndUnresolvable, FitMessage(d.NumNodes, d.Rejections))
 			return d
 		}
-		d.StartIndex, d.NextStartIndex = start%len(nodes), start%len(nodes)
+		d.StartIndex, d.NextStartIndex = start%nodes.Len(), start%nodes.Len()
 	}
 	feasible, rejected, errSt := filter(ctx, p, state, pod, d, nodes)
 	if errSt != nil {
@@ -204,8 +205,8 @@ func Cycle(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, sta
 // in parallel within a block, until enough feasible nodes are found. Which
 // nodes count does not depend on goroutine timing: the feasible nodes are
 // taken in node order, and the block's surplus is dropped.
-func filter(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, d *Decision, nodes []*NodeInfo) ([]*NodeInfo, map[string]*Status, *Status) {
-	n := len(nodes)
+func filter(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, d *Decision, nodes nodeList) ([]*NodeInfo, map[string]*Status, *Status) {
+	n := nodes.Len()
 	want := p.numFeasibleNodesToFind(n)
 	block := max(want, 64)
 	// statuses grows a block at a time: a cycle usually stops after the
@@ -221,7 +222,7 @@ func filter(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, d 
 		parallelizeChunks(p.Parallelism, size, func(lo, hi int) {
 			chunk := make([]*NodeInfo, hi-lo)
 			for i := range chunk {
-				chunk[i] = nodes[(d.StartIndex+base+lo+i)%n]
+				chunk[i] = nodes.At((d.StartIndex + base + lo + i) % n)
 			}
 			out := statuses[base+lo : base+hi]
 			runFilters(ctx, p, state, pod, chunk, out)
@@ -237,7 +238,7 @@ func filter(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, d 
 		for i := 0; i < size; i++ {
 			done++
 			if statuses[base+i].IsSuccess() {
-				feasible = append(feasible, nodes[(d.StartIndex+base+i)%n])
+				feasible = append(feasible, nodes.At((d.StartIndex+base+i)%n))
 				if len(feasible) == want {
 					break
 				}
@@ -260,11 +261,23 @@ func filter(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, d 
 		}
 		d.RejectedBy[st.Plugin]++
 		if rejected != nil {
-			rejected[nodes[(d.StartIndex+i)%n].Name()] = st
+			rejected[nodes.At((d.StartIndex+i)%n).Name()] = st
 		}
 	}
 	return feasible, rejected, nil
 }
+
+// nodeList is the nodes a cycle filters: the snapshot's, or those a
+// PreFilter named.
+type nodeList interface {
+	Len() int
+	At(i int) *NodeInfo
+}
+
+type nodeSlice []*NodeInfo
+
+func (s nodeSlice) Len() int           { return len(s) }
+func (s nodeSlice) At(i int) *NodeInfo { return s[i] }
 
 // runFilters runs the Filter plugins over a chunk of nodes, plugin by
 // plugin over the nodes still feasible, so that a BatchFilterPlugin judges
@@ -402,8 +415,9 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 		scratchScores.Put(scores)
 		scratchUint64s.Put(ties)
 	}()
+	podHash := tieBreakPod(pod.Key)
 	for i, n := range nodes {
-		ties[i] = tieBreak(pod.Key, n.Name())
+		ties[i] = tieBreakNode(podHash, n.Name())
 	}
 	for k, ws := range active {
 		pl := ws.Plugin
@@ -471,12 +485,23 @@ func top(scores []NodeScore, ties []uint64) []NodeScore {
 // tieBreak is FNV-1a (64 bits) of pod, a zero byte and node, computed in
 // place: it runs for every node scored.
 func tieBreak(pod, node string) uint64 {
+	return tieBreakNode(tieBreakPod(pod), node)
+}
+
+// tieBreakPod is the part of tieBreak that depends on the pod only,
+// computed once per cycle rather than once per node.
+func tieBreakPod(pod string) uint64 {
 	const offset, prime = 14695981039346656037, 1099511628211
 	h := uint64(offset)
 	for i := 0; i < len(pod); i++ {
 		h = (h ^ uint64(pod[i])) * prime
 	}
-	h *= prime // the zero byte: h ^ 0 == h
+	return h * prime // the zero byte: h ^ 0 == h
+}
+
+// tieBreakNode finishes tieBreak from tieBreakPod's hash.
+func tieBreakNode(h uint64, node string) uint64 {
+	const prime = 1099511628211
 	for i := 0; i < len(node); i++ {
 		h = (h ^ uint64(node[i])) * prime
 	}
@@ -506,13 +531,44 @@ func parallelizeChunks(workers, n int, fn func(lo, hi int)) {
 		}
 		return
 	}
+	// The caller takes the first chunk; the others go to idle pool
+	// workers, whose stacks have grown to what plugins need (a
+	// goroutine per chunk grew a new stack, copied, every cycle).
 	var wg sync.WaitGroup
-	wg.Add(chunks)
-	for c := 0; c < chunks; c++ {
-		go func() {
+	wg.Add(chunks - 1)
+	for c := 1; c < chunks; c++ {
+		runChunk(func() {
 			defer wg.Done()
 			fn(c*chunk, min((c+1)*chunk, n))
-		}()
+		})
 	}
+	fn(0, min(chunk, n))
 	wg.Wait()
+}
+
+// chunkWork hands chunks to the pool's idle workers.
+var (
+	chunkWork     = make(chan func())
+	chunkPoolOnce sync.Once
+)
+
+// runChunk runs f on an idle pool worker, or on a new goroutine when none
+// is idle (a chunk never waits for another cycle's, so nested or
+// concurrent cycles cannot deadlock). The pool has one worker per core,
+// started on first use, and lives as long as the process.
+func runChunk(f func()) {
+	chunkPoolOnce.Do(func() {
+		for range runtime.GOMAXPROCS(0) {
+			go func() {
+				for f := range chunkWork {
+					f()
+				}
+			}()
+		}
+	})
+	select {
+	case chunkWork <- f:
+	default:
+		go f()
+	}
 }

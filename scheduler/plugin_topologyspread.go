@@ -70,7 +70,7 @@ func count(pod *PodInfo, snap *Snapshot, cs []*spreadConstraint) {
 		return
 	}
 	aff := nodeaffinity.GetRequiredNodeAffinity(pod.Pod)
-	for _, n := range snap.Nodes {
+	for _, n := range snap.Nodes() {
 		if ok, _ := aff.Match(n.Node); !ok {
 			continue
 		}

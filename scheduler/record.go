@@ -3,6 +3,8 @@ package scheduler
 import (
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -26,10 +28,16 @@ func Record(d *Decision, cycle uint64, assumed []AssumedPod) (*structpb.Struct, 
 		}
 		return obj(f)
 	}
+	// A node's score is one string, "node=score": a Struct per node
+	// cost each Bound event five more values to build, store and decode
+	// (records written before read as {node, score}; ParseRecord reads
+	// both). Node names never hold "=".
+	var buf []byte
 	nodeScores := func(ns []NodeScore) *structpb.Value {
 		out := make([]*structpb.Value, len(ns))
 		for i, s := range ns {
-			out[i] = obj(map[string]*structpb.Value{"node": str(s.Name), "score": num(float64(s.Score))})
+			buf = appendNodeScore(buf[:0], s)
+			out[i] = str(string(buf))
 		}
 		return list(out)
 	}
@@ -58,6 +66,11 @@ func Record(d *Decision, cycle uint64, assumed []AssumedPod) (*structpb.Struct, 
 	}}, nil
 }
 
+// appendNodeScore appends s as a decision records it, "node=score".
+func appendNodeScore(b []byte, s NodeScore) []byte {
+	return strconv.AppendInt(append(append(b, s.Name...), '='), s.Score, 10)
+}
+
 // RecordedDecision is a decision read back from a Bound event.
 type RecordedDecision struct {
 	Decision
@@ -69,6 +82,10 @@ type RecordedDecision struct {
 func ParseRecord(s *structpb.Struct) (*RecordedDecision, error) {
 	if s == nil {
 		return nil, fmt.Errorf("the event records no decision")
+	}
+	s, err := decodedRecord(s)
+	if err != nil {
+		return nil, fmt.Errorf("the event's decision does not decode: %w", err)
 	}
 	m := s.AsMap()
 	num := func(k string) int64 { f, _ := m[k].(float64); return int64(f) }
@@ -118,9 +135,21 @@ func ParseRecord(s *structpb.Struct) (*RecordedDecision, error) {
 func asMap(v any) map[string]any { m, _ := v.(map[string]any); return m }
 func asList(v any) []any         { l, _ := v.([]any); return l }
 
+// parseScores reads a list of node scores: "node=score" strings, or
+// {node, score} objects as records before those strings hold them.
 func parseScores(v any) []NodeScore {
 	var out []NodeScore
 	for _, e := range asList(v) {
+		if ns, ok := e.(string); ok {
+			i := strings.LastIndexByte(ns, '=')
+			if i < 0 {
+				out = append(out, NodeScore{Name: ns})
+				continue
+			}
+			s, _ := strconv.ParseInt(ns[i+1:], 10, 64)
+			out = append(out, NodeScore{Name: ns[:i], Score: s})
+			continue
+		}
 		m := asMap(e)
 		n, _ := m["node"].(string)
 		s, _ := m["score"].(float64)

@@ -490,10 +490,15 @@ func podScheduled(ok bool, reason, msg string) reconcilers.Result {
 	if ok {
 		status = "True"
 	}
-	details, _ := structpb.NewStruct(map[string]any{
-		"phase":      string(v1.PodPending),
-		"conditions": []any{map[string]any{"type": PodScheduled, "status": status, "reason": reason, "message": msg}},
-	})
+	// Built as structpb values directly (structpb.NewStruct goes through
+	// map[string]any): this runs once per placement.
+	str := structpb.NewStringValue
+	cond := structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+		"type": str(PodScheduled), "status": str(status), "reason": str(reason), "message": str(msg)}})
+	details := &structpb.Struct{Fields: map[string]*structpb.Value{
+		"phase":      str(string(v1.PodPending)),
+		"conditions": structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{cond}}),
+	}}
 	conds := []*schemas.Condition{{Type: PodScheduled, Status: status, Reason: reason, Message: msg}}
 	if !ok {
 		// Without it the runtime would record the run's success as
@@ -636,7 +641,8 @@ func boundPod(obj *schemas.Object, ev *schemas.Event, seq uint64) *schemas.Objec
 }
 
 // BoundEvent is the Bound event of a decision: the pod's spec with nodeName
-// set, the decision in detail.
+// set, the decision in detail (Record's Struct, held encoded: read it with
+// ParseRecord).
 func BoundEvent(obj *schemas.Object, d *Decision, cycle uint64, assumed []AssumedPod) (*schemas.Event, error) {
 	// A new top-level map over the pod's field values, which stay shared
 	// and are never changed (objects from the projection are read-only):
@@ -647,10 +653,8 @@ func BoundEvent(obj *schemas.Object, d *Decision, cycle uint64, assumed []Assume
 		spec.Fields[k] = v
 	}
 	spec.Fields["nodeName"] = structpb.NewStringValue(d.Node)
-	detail, err := Record(d, cycle, assumed)
-	if err != nil {
-		return nil, err
-	}
+	// The decision is encoded here, to the bytes of Record's Struct.
+	detail := encodedRecord(d, cycle, assumed)
 	key := projections.ObjectKey(obj)
 	return &schemas.Event{
 		Type: schemas.EventType_EVENT_TYPE_BOUND, Key: key.Proto(),
@@ -664,9 +668,23 @@ func BoundEvent(obj *schemas.Object, d *Decision, cycle uint64, assumed []Assume
 // together (up to BatchSize), and up to BatchesInFlight batches await
 // their acknowledgements at once.
 func (s *Scheduler) bindLoop(ctx context.Context) error {
-	inFlight := make(chan struct{}, s.cfg.BatchesInFlight)
+	// BatchesInFlight workers append the batches, each waiting for its
+	// acknowledgements; they live as long as the loop, so their stacks
+	// stay grown (encoding an event is deep: a goroutine per batch copied
+	// its stack as it grew, every batch).
+	work := make(chan []*bindRequest)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer close(work)
+	for range s.cfg.BatchesInFlight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for batch := range work {
+				s.appendBatch(ctx, batch)
+			}
+		}()
+	}
 	for {
 		batch := make([]*bindRequest, 0, 16)
 		select {
@@ -685,32 +703,32 @@ func (s *Scheduler) bindLoop(ctx context.Context) error {
 			}
 		}
 		select {
-		case inFlight <- struct{}{}:
+		case work <- batch:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-inFlight; wg.Done() }()
-			entries := make([]events.Entry, len(batch))
-			for i, r := range batch {
-				entries[i] = r.entry
+	}
+}
+
+// appendBatch appends one batch of Bound events and answers each request.
+func (s *Scheduler) appendBatch(ctx context.Context, batch []*bindRequest) {
+	entries := make([]events.Entry, len(batch))
+	for i, r := range batch {
+		entries[i] = r.entry
+	}
+	results, errs := s.cfg.Log.AppendAsync(ctx, entries)
+	for i, r := range batch {
+		if errs != nil && errs[i] != nil {
+			r.failed(errs[i])
+		} else {
+			if r.done != nil {
+				r.done()
 			}
-			results, errs := s.cfg.Log.AppendAsync(ctx, entries)
-			for i, r := range batch {
-				if errs != nil && errs[i] != nil {
-					r.failed(errs[i])
-				} else {
-					if r.done != nil {
-						r.done()
-					}
-					if s.cfg.Bound != nil && i < len(results) {
-						s.cfg.Bound(boundPod(r.obj, r.entry.Event, results[i].Sequence))
-					}
-				}
-				s.bound(r.pod)
+			if s.cfg.Bound != nil && i < len(results) {
+				s.cfg.Bound(boundPod(r.obj, r.entry.Event, results[i].Sequence))
 			}
-		}()
+		}
+		s.bound(r.pod)
 	}
 }
 

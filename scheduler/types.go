@@ -1,7 +1,9 @@
 package scheduler
 
 import (
+	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
@@ -275,28 +277,71 @@ var generation atomic.Uint64
 
 // Snapshot is the nodes one cycle sees, in a fixed order (by name), with
 // the pods bound or assumed on each. It is immutable.
+//
+// The nodes are held in pages of snapshotPage: a cycle changes a node or
+// two (the pod it assumed), and the next snapshot copies the pages those
+// are on, not the whole list (decision 0105).
 type Snapshot struct {
-	Nodes  []*NodeInfo
+	pages  [][]*NodeInfo
+	n      int
 	byName map[string]int
 	// Sequence is the projection sequence the snapshot reflects (assumed
 	// pods aside).
 	Sequence uint64
+
+	flatOnce sync.Once
+	flat     []*NodeInfo
+}
+
+// snapshotPage is how many nodes a page of a Snapshot holds.
+const snapshotPage = 256
+
+// paginate cuts nodes into pages (sharing its memory).
+func paginate(nodes []*NodeInfo) [][]*NodeInfo {
+	pages := make([][]*NodeInfo, 0, (len(nodes)+snapshotPage-1)/snapshotPage)
+	for lo := 0; lo < len(nodes); lo += snapshotPage {
+		hi := min(lo+snapshotPage, len(nodes))
+		pages = append(pages, nodes[lo:hi:hi])
+	}
+	return pages
 }
 
 // NewSnapshot orders nodes by name and indexes them.
 func NewSnapshot(seq uint64, nodes []*NodeInfo) *Snapshot {
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name() < nodes[j].Name() })
-	s := &Snapshot{Nodes: nodes, byName: make(map[string]int, len(nodes)), Sequence: seq}
+	s := &Snapshot{pages: paginate(nodes), n: len(nodes), byName: make(map[string]int, len(nodes)), Sequence: seq}
 	for i, n := range nodes {
 		s.byName[n.Name()] = i
 	}
 	return s
 }
 
+// Len is the number of nodes.
+func (s *Snapshot) Len() int { return s.n }
+
+// At returns the i-th node in name order.
+func (s *Snapshot) At(i int) *NodeInfo { return s.pages[i/snapshotPage][i%snapshotPage] }
+
+// Nodes returns every node in name order, in one slice (built on the
+// first call when the nodes take more than one page). It must not be
+// modified.
+func (s *Snapshot) Nodes() []*NodeInfo {
+	if len(s.pages) == 1 {
+		return s.pages[0]
+	}
+	s.flatOnce.Do(func() {
+		s.flat = make([]*NodeInfo, 0, s.n)
+		for _, p := range s.pages {
+			s.flat = append(s.flat, p...)
+		}
+	})
+	return s.flat
+}
+
 // Get returns the node named name, or nil.
 func (s *Snapshot) Get(name string) *NodeInfo {
 	if i, ok := s.byName[name]; ok {
-		return s.Nodes[i]
+		return s.At(i)
 	}
 	return nil
 }
@@ -308,7 +353,9 @@ func (s *Snapshot) WithPod(node string, p *PodInfo) *Snapshot {
 	if !ok {
 		return s
 	}
-	nodes := append([]*NodeInfo(nil), s.Nodes...)
-	nodes[i] = nodes[i].withPod(p)
-	return &Snapshot{Nodes: nodes, byName: s.byName, Sequence: s.Sequence}
+	pages := slices.Clone(s.pages)
+	page := slices.Clone(pages[i/snapshotPage])
+	page[i%snapshotPage] = page[i%snapshotPage].withPod(p)
+	pages[i/snapshotPage] = page
+	return &Snapshot{pages: pages, n: s.n, byName: s.byName, Sequence: s.Sequence}
 }

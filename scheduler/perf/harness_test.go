@@ -26,6 +26,8 @@ var (
 	benchPods     = flag.Int("sched.pods", 10000, "pods each scheduling benchmark places")
 	benchWorkers  = flag.Int("sched.workers", 64, "concurrent Schedule calls; each waits for its Bound to be acknowledged, so this bounds the binds in flight")
 	benchParallel = flag.Int("sched.parallelism", 0, "goroutines for Filter and Score (0: the default, 16)")
+	benchProfile  = flag.String("sched.cpuprofile", "", "write a CPU profile of BenchmarkScheduling's timed spans only (not the setup: guest compilation, nodes and pods applied) to this file")
+	benchHeap     = flag.String("sched.memprofile", "", "write heap profiles at the start and the end of BenchmarkScheduling's timed spans to this file with .start and .end added (go tool pprof -base FILE.start FILE.end: what the span allocated)")
 )
 
 // asServed sets the garbage collector as jetplane serve does (GOGC=200

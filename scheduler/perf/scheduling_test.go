@@ -3,6 +3,8 @@ package perf
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -113,6 +115,7 @@ func benchScheduling(b *testing.B, nodes, pods int, withWasm extra) {
 			objs = append(objs, benchPod(b, p))
 		}
 		c.apply(b, objs)
+		stopProfile := startProfile(b, i)
 		b.StartTimer()
 		began, cpu0 := time.Now(), cpuTime()
 		placed := schedulePods(b, c, pods)
@@ -122,6 +125,7 @@ func benchScheduling(b *testing.B, nodes, pods int, withWasm extra) {
 		total += time.Since(began)
 		cpu += cpuTime() - cpu0
 		b.StopTimer()
+		stopProfile()
 		if placed != pods {
 			b.Fatalf("placed %d of %d pods", placed, pods)
 		}
@@ -132,6 +136,46 @@ func benchScheduling(b *testing.B, nodes, pods int, withWasm extra) {
 	}
 	b.ReportMetric(float64(pods*b.N)/total.Seconds(), "pods/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(pods*b.N), "cpu-µs/pod")
+}
+
+// startProfile starts the CPU profile of -sched.cpuprofile and writes the
+// first heap profile of -sched.memprofile for run i (the files, with ".i"
+// after the first run) and returns what stops and writes the second.
+func startProfile(tb testing.TB, i int) func() {
+	suffix := ""
+	if i > 0 {
+		suffix = fmt.Sprintf(".%d", i)
+	}
+	create := func(name string) *os.File {
+		f, err := os.Create(name)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return f
+	}
+	heap := func(name string) {
+		if *benchHeap == "" {
+			return
+		}
+		f := create(*benchHeap + suffix + name)
+		defer f.Close()
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	heap(".start")
+	if *benchProfile == "" {
+		return func() { heap(".end") }
+	}
+	f := create(*benchProfile + suffix)
+	if err := pprof.StartCPUProfile(f); err != nil {
+		tb.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		heap(".end")
+	}
 }
 
 func schedulePods(tb testing.TB, c *cluster, pods int) int {

@@ -457,7 +457,7 @@ func (p *Plugin) nodeList(snap *scheduler.Snapshot) []byte {
 		return nil
 	}
 	var out []byte
-	for _, n := range snap.Nodes {
+	for _, n := range snap.Nodes() {
 		e, err := p.encodeNode(n)
 		if err != nil {
 			continue
@@ -508,7 +508,7 @@ func imageStates(snap *scheduler.Snapshot, name string) []byte {
 	imageIndex.mu.Lock()
 	if imageIndex.snap != snap {
 		by := map[string]map[string]struct{}{}
-		for _, ni := range snap.Nodes {
+		for _, ni := range snap.Nodes() {
 			for _, img := range ni.Node.Status.Images {
 				for _, nm := range img.Names {
 					nm = normalizedImageName(nm)

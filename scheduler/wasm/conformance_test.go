@@ -264,7 +264,7 @@ func TestConformance(t *testing.T) {
 				node string
 				want scheduler.Code
 			}{{"n0", scheduler.Success}, {"n2", scheduler.Unschedulable}, {"n3", scheduler.UnschedulableAndUnresolvable}, {"n4", scheduler.Error}, {"n6", scheduler.Pending}} {
-				st := pl.Filter(context.Background(), scheduler.NewCycleState(nodesNamed(tc.node), 1), podNamed("filter-code"), nodesNamed(tc.node).Nodes[0])
+				st := pl.Filter(context.Background(), scheduler.NewCycleState(nodesNamed(tc.node), 1), podNamed("filter-code"), nodesNamed(tc.node).At(0))
 				if st.GetCode() != tc.want && !(tc.want == scheduler.Error && st.GetCode() == scheduler.Wait) {
 					t.Errorf("%s: %v, want %v", tc.node, st, tc.want)
 				}
@@ -328,9 +328,9 @@ func TestConformance(t *testing.T) {
 		}},
 		{"score/signed", "a negative score is read as negative (int32), not 4294967295; out of [0, 100] after normalizing, the cycle fails with an Error", func(t *testing.T) {
 			pl, _, _ := loadUpstream(t, "", 0)
-			st := pl.ScoreNodes(context.Background(), scheduler.NewCycleState(nodesNamed("n0"), 9), podNamed("score-signed"), nodesNamed("n0").Nodes, []int64{0})
+			st := pl.ScoreNodes(context.Background(), scheduler.NewCycleState(nodesNamed("n0"), 9), podNamed("score-signed"), nodesNamed("n0").Nodes(), []int64{0})
 			scores := []int64{0}
-			_ = pl.ScoreNodes(context.Background(), scheduler.NewCycleState(nodesNamed("n0"), 9), podNamed("score-signed"), nodesNamed("n0").Nodes, scores)
+			_ = pl.ScoreNodes(context.Background(), scheduler.NewCycleState(nodesNamed("n0"), 9), podNamed("score-signed"), nodesNamed("n0").Nodes(), scores)
 			if st != nil || scores[0] != -1 {
 				t.Fatalf("score %d status %v, want -1", scores[0], st)
 			}
@@ -410,11 +410,11 @@ func TestConformance(t *testing.T) {
 		{"addpod/removepod", "PreFilterExtensions: targetPod is the pod added or removed, currentNodeName its node", func(t *testing.T) {
 			pl, _, l := loadUpstream(t, "", 0)
 			state := scheduler.NewCycleState(nodesNamed("n1"), 77)
-			if st := pl.AddPod(context.Background(), state, podNamed("p"), &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, state.Snapshot.Nodes[0]); st != nil {
+			if st := pl.AddPod(context.Background(), state, podNamed("p"), &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, state.Snapshot.At(0)); st != nil {
 				t.Fatal(st)
 			}
 			l.find(t, "addpod", "pod=p", "target=other", "node=n1")
-			if st := pl.RemovePod(context.Background(), state, podNamed("p"), &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "gone"}}, state.Snapshot.Nodes[0]); st != nil {
+			if st := pl.RemovePod(context.Background(), state, podNamed("p"), &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "gone"}}, state.Snapshot.At(0)); st != nil {
 				t.Fatal(st)
 			}
 			l.find(t, "removepod", "target=gone")
@@ -486,13 +486,13 @@ func panicInHook(t *testing.T, name string, m binModule) {
 	case exPreFilter:
 		st = pl.PreFilter(ctx, state, pod)
 	case exFilter:
-		st = pl.Filter(ctx, state, pod, snap.Nodes[0])
+		st = pl.Filter(ctx, state, pod, snap.At(0))
 	case exPostFilter:
 		_, st = pl.PostFilter(ctx, state, pod, map[string]*scheduler.Status{"n1": scheduler.NewStatus(scheduler.Unschedulable)})
 	case exPreScore:
-		st = pl.PreScore(ctx, state, pod, snap.Nodes)
+		st = pl.PreScore(ctx, state, pod, snap.Nodes())
 	case exScore:
-		_, st = pl.Score(ctx, state, pod, snap.Nodes[0])
+		_, st = pl.Score(ctx, state, pod, snap.At(0))
 	case exNormalizeScore:
 		st = pl.NormalizeScore(ctx, state, pod, []scheduler.NodeScore{{Name: "n1"}})
 	case exReserve:
@@ -504,9 +504,9 @@ func panicInHook(t *testing.T, name string, m binModule) {
 	case exBind:
 		st = pl.Bind(ctx, state, pod, "n1")
 	case exAddPod:
-		st = pl.AddPod(ctx, state, pod, &v1.Pod{}, snap.Nodes[0])
+		st = pl.AddPod(ctx, state, pod, &v1.Pod{}, snap.At(0))
 	case exRemovePod:
-		st = pl.RemovePod(ctx, state, pod, &v1.Pod{}, snap.Nodes[0])
+		st = pl.RemovePod(ctx, state, pod, &v1.Pod{}, snap.At(0))
 	case exUnreserve:
 		pl.Unreserve(ctx, state, pod, "n1")
 		l.find(t, "unreserve failed", name+" error: panic!")
