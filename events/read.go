@@ -144,6 +144,9 @@ type rawBatch []Message
 
 const pullBatch = 512
 
+// minPullBatch is the capacity a batch starts from after a small one.
+const minPullBatch = 8
+
 // pull moves messages from t into batches until the log's end (unless
 // follow), an error, or quit. A batch is handed over when full or when no
 // more messages are waiting, so a follower sees each event at once.
@@ -160,12 +163,17 @@ func pull(t *tail, follow bool, maxBytes int, out chan<- rawBatch, quit <-chan s
 		end := !follow && meta.NumPending == 0
 		if len(b) == pullBatch || meta.NumPending == 0 || (maxBytes > 0 && size >= maxBytes) {
 			size = 0
+			sent := len(b)
 			select {
 			case out <- b:
 			case <-quit:
 				return nil
 			}
-			b = make(rawBatch, 0, pullBatch)
+			// Sized by the last batch: a follower that is caught up hands
+			// over one message at a time, and a batch of pullBatch for each
+			// (28 KiB, zeroed and scanned) was most of what a burst of
+			// writes allocated; catching up, batches grow back by doubling.
+			b = make(rawBatch, 0, min(pullBatch, max(minPullBatch, 2*sent)))
 		}
 		if end {
 			return nil
