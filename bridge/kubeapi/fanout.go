@@ -115,18 +115,16 @@ func (s *Server) shownChange(q *request, ch projections.Change, table bool) *sho
 }
 
 // shownObject returns o (a stored object, as a write answers it or a watch
-// sends it; never a dry run's, which was not stored) in Kubernetes' shape at q's version, and its JSON, from the
-// shared cache when a watch or another request built it already: a write's
-// answer and the watch event of the same write show the same object. The
-// map is shared and read-only. An object's resourceVersion is the log
-// sequence of its last write, so it names one content of its key. nil for
-// objects shown per caller (Secrets) or with another object's state
-// (ownerReferences, which last only while the owner exists).
+// sends it; never a dry run's, which was not stored) in Kubernetes' shape
+// at q's version, and its JSON, from the shared cache when a watch or
+// another request built it already: a write's answer and the watch event
+// of the same write show the same object. The map is shared and
+// read-only. nil for objects not shareable.
 func (s *Server) shownObject(q *request, o *schemas.Object) *shownChange {
-	if o == nil || seal.Holds(o) || o.GetMetadata().GetAnnotations()[gate.AnnotationOwner] != "" {
+	if !shareable(o) {
 		return nil
 	}
-	id := changeID{store: s.cfg.Store, seq: o.GetMetadata().GetResourceVersion(), key: projections.ObjectKey(o), version: q.res.version}
+	id := objectID(s, q, o)
 	if so := shownChanges.get(id); so != nil {
 		return so
 	}
@@ -141,12 +139,30 @@ func (s *Server) shownObject(q *request, o *schemas.Object) *shownChange {
 }
 
 // shown is o as show makes it, read-only: from the shared cache when it
-// holds it. Callers that change it copy it first.
+// holds it (not encoded and kept when it does not: the watch event of o
+// was sent before, and its answer went out). Callers that change it copy
+// it first.
 func (s *Server) shown(q *request, o *schemas.Object) map[string]any {
-	if so := s.shownObject(q, o); so != nil {
-		return so.obj
+	if shareable(o) {
+		if so := shownChanges.get(objectID(s, q, o)); so != nil {
+			return so.obj
+		}
 	}
 	return s.show(q, o)
+}
+
+// shareable reports whether o is shown alike to every caller and by its
+// own content alone: not a Secret (shown per caller), without an owner
+// (its ownerReferences last only while the owner exists).
+func shareable(o *schemas.Object) bool {
+	return o != nil && !seal.Holds(o) && o.GetMetadata().GetAnnotations()[gate.AnnotationOwner] == ""
+}
+
+// objectID names o as shown at q's version: an object's resourceVersion
+// is the log sequence of its last write, so it names one content of its
+// key.
+func objectID(s *Server, q *request, o *schemas.Object) changeID {
+	return changeID{store: s.cfg.Store, seq: o.GetMetadata().GetResourceVersion(), key: projections.ObjectKey(o), version: q.res.version}
 }
 
 // showJSON answers o in Kubernetes' shape as writeJSON would, from the
