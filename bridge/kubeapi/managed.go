@@ -288,9 +288,24 @@ func (s *Server) track(q *request, cur, m map[string]any) {
 		// A client that sends no managedFields keeps those stored.
 		next.SetManagedFields(live.GetManagedFields())
 	}
-	out := fm.UpdateNoErrors(live, next, managerName(q.r))
+	manager := managerName(q.r)
+	key := trackedKey(fm, manager, trackedNow(), live.Object, next.Object)
+	if key != "" {
+		if r, ok := trackedResults.get(key); ok && r.fm == fm {
+			if r.ok {
+				metaOf(m)["managedFields"] = copyResult(r.managedFields)
+			}
+			return
+		}
+	}
+	out := fm.UpdateNoErrors(live, next, manager)
+	var r trackedResult
 	if u, ok := out.(*unstructured.Unstructured); ok {
-		metaOf(m)["managedFields"] = metaOf(u.Object)["managedFields"]
+		r.managedFields, r.ok = metaOf(u.Object)["managedFields"], true
+		metaOf(m)["managedFields"] = r.managedFields
+	}
+	if key != "" {
+		trackedResults.put(key, trackedResult{fm: fm, managedFields: copyResult(r.managedFields), ok: r.ok})
 	}
 }
 

@@ -167,10 +167,11 @@ func (s *Server) status(w http.ResponseWriter, q *request) error {
 	if err != nil {
 		return err
 	}
-	obj := s.show(q, cur)
 	if q.r.Method == http.MethodGet {
-		return writeJSON(w, http.StatusOK, obj)
+		return s.showJSON(w, q, http.StatusOK, cur)
 	}
+	// Read-only (shared with the watches of the same change).
+	obj := s.shown(q, cur)
 	if q.r.Method != http.MethodPut && q.r.Method != http.MethodPatch {
 		return apierrors.NewMethodNotSupported(schema.GroupResource{Group: q.res.group, Resource: q.res.plural + "/status"}, q.r.Method)
 	}
@@ -209,6 +210,7 @@ func (s *Server) status(w http.ResponseWriter, q *request) error {
 		return apierrors.NewBadRequest("status: " + err.Error())
 	}
 	if dryRun(q.r) {
+		obj = runtime.DeepCopyJSON(obj)
 		delete(metaOf(obj), "managedFields")
 		metaOf(obj)["managedFields"] = metaOf(m)["managedFields"]
 		delete(st, statusManagers)
@@ -220,7 +222,7 @@ func (s *Server) status(w http.ResponseWriter, q *request) error {
 	if err != nil {
 		return s.gateError(q, err)
 	}
-	return writeJSON(w, http.StatusOK, s.show(q, o))
+	return s.showJSON(w, q, http.StatusOK, o)
 }
 
 // statusOf is a status in Kubernetes' shape as jetplane records it: all

@@ -168,8 +168,12 @@ func (s *Server) write(w http.ResponseWriter, q *request, o *schemas.Object, cod
 	for _, m := range out.Warnings {
 		w.Header().Add("Warning", "299 - "+strconv.Quote(m))
 	}
+	if !dryRun(q.r) {
+		// Built and encoded once with the watch event of the same write.
+		return s.showJSON(w, q, code, out.Object)
+	}
 	obj := s.show(q, out.Object)
-	if prev := out.Previous; dryRun(q.r) && prev != nil {
+	if prev := out.Previous; prev != nil {
 		// Nothing was written: the version is still the current one.
 		obj["metadata"].(map[string]any)["resourceVersion"] = strconv.FormatUint(prev.GetMetadata().GetResourceVersion(), 10)
 	}
@@ -220,7 +224,7 @@ func (s *Server) update(w http.ResponseWriter, q *request) error {
 	}
 	cur := s.cfg.Store.Get(q.key())
 	if cur != nil {
-		s.track(q, s.show(q, cur), m)
+		s.track(q, s.shown(q, cur), m)
 	}
 	o, rv, err := s.prepare(q, m)
 	if err != nil {
@@ -248,7 +252,7 @@ func (s *Server) patch(w http.ResponseWriter, q *request) error {
 	if cur == nil {
 		return apierrors.NewNotFound(q.groupResource(), q.name)
 	}
-	live := s.show(q, cur)
+	live := s.shown(q, cur) // read-only
 	orig, err := json.Marshal(live)
 	if err != nil {
 		return err

@@ -148,7 +148,7 @@ func BenchmarkCompareKube(b *testing.B) {
 func kubeBurstOn(b *testing.B, n int, opts ...kubeenv.Option) kubeBurst {
 	env := kubeenv.Start(b, opts...)
 	defer env.StopAPIServer(b)
-	return runCRBench(b, env.Kubeconfig(), n, env.PIDs())
+	return runCRBench(b, env.Kubeconfig(), n, env.PIDs()).kubeBurst
 }
 
 func msPerObject(d time.Duration, n int) float64 {

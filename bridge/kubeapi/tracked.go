@@ -1,0 +1,256 @@
+package kubeapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+)
+
+// Field management (track) converts both objects of every write to typed
+// values, compares them and encodes the managers' field sets: the largest
+// single cost of a write through the Kubernetes API. Writes of one kind by
+// one controller mostly differ only in their values (names, times,
+// counters), which field sets do not hold. trackedMemo keeps the
+// managedFields a field manager computed, keyed by everything its result
+// depends on:
+//
+//   - the field manager (kind, version, subresource, definition) and the
+//     manager's name;
+//   - the second it runs in (managedFields record times to the second);
+//   - the shape of the live and the new object: every map key, at every
+//     scalar the kind of value on each side and whether the two are equal
+//     (a changed value moves the field to the manager), and lists whole
+//     (the keys of associative lists are values);
+//   - verbatim: both objects' managedFields (times included) and
+//     annotations.
+//
+// Equal keys give equal results: a hit returns a copy of what the field
+// manager returned for the first write of that shape. TestTrackedMemo
+// holds it against the field manager itself.
+type trackedMemo struct {
+	mu   sync.Mutex
+	m    map[string]trackedResult
+	ring []string
+	next int
+	hits int
+}
+
+func newTrackedMemo(n int) *trackedMemo {
+	return &trackedMemo{m: make(map[string]trackedResult, n), ring: make([]string, 0, n)}
+}
+
+// trackedNow is the clock of the memo's keys.
+var trackedNow = time.Now
+
+type trackedResult struct {
+	// fm is the field manager that computed it: held, so that its address
+	// (in the key) names no other while the entry lasts.
+	fm            *managedfields.FieldManager
+	managedFields any
+	ok            bool // the result had managedFields
+}
+
+// maxTrackedKey bounds the keys kept: larger objects are tracked without
+// the memo.
+const maxTrackedKey = 8 << 10
+
+var trackedResults = newTrackedMemo(1024)
+
+func (t *trackedMemo) get(key string) (trackedResult, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.m[key]
+	if ok {
+		t.hits++
+	}
+	return r, ok
+}
+
+func (t *trackedMemo) put(key string, r trackedResult) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.m[key]; ok {
+		return
+	}
+	if len(t.ring) < cap(t.ring) {
+		t.ring = append(t.ring, key)
+	} else {
+		delete(t.m, t.ring[t.next])
+		t.ring[t.next] = key
+		t.next = (t.next + 1) % len(t.ring)
+	}
+	t.m[key] = r
+}
+
+// trackedKey is the memo's key for fm's update of live to next by
+// manager at now; "" when the objects are too large to keep.
+func trackedKey(fm *managedfields.FieldManager, manager string, now time.Time, live, next map[string]any) string {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%p\x00%q\x00%d\x00", fm, manager, now.Unix())
+	shapePair(&b, live, next, 0, "")
+	if b.Len() > maxTrackedKey {
+		return ""
+	}
+	return b.String()
+}
+
+// verbatim reports whether the field at depth, named name under parent,
+// goes into the key whole: a top-level object's metadata.managedFields
+// and metadata.annotations.
+func verbatim(depth int, parent, name string) bool {
+	return depth == 1 && parent == "metadata" && (name == "managedFields" || name == "annotations")
+}
+
+// shapePair writes the shape of a and b (values at the same path of the
+// live and the new object; absent is nil with present false).
+func shapePair(b *bytes.Buffer, x, y any, depth int, name string) {
+	xm, xok := x.(map[string]any)
+	ym, yok := y.(map[string]any)
+	if !xok || !yok {
+		b.WriteByte('(')
+		shapeOne(b, x, depth, name)
+		b.WriteByte('|')
+		shapeOne(b, y, depth, name)
+		if isScalar(x) && isScalar(y) && scalarEqual(x, y) {
+			b.WriteByte('=')
+		}
+		b.WriteByte(')')
+		return
+	}
+	keys := make([]string, 0, len(xm)+len(ym))
+	for k := range xm {
+		keys = append(keys, k)
+	}
+	for k := range ym {
+		if _, ok := xm[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	b.WriteByte('{')
+	for _, k := range keys {
+		b.WriteString(strconv.Quote(k))
+		xv, inX := xm[k]
+		yv, inY := ym[k]
+		switch {
+		case verbatim(depth, name, k):
+			b.WriteByte('V')
+			writeKeyJSON(b, xv, inX)
+			writeKeyJSON(b, yv, inY)
+		case inX && inY:
+			shapePair(b, xv, yv, depth+1, k)
+		case inX:
+			b.WriteByte('L')
+			shapeOne(b, xv, depth+1, k)
+		default:
+			b.WriteByte('N')
+			shapeOne(b, yv, depth+1, k)
+		}
+		b.WriteByte(',')
+	}
+	b.WriteByte('}')
+}
+
+// shapeOne writes the shape of one side's value v.
+func shapeOne(b *bytes.Buffer, v any, depth int, name string) {
+	switch v := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b.WriteByte('{')
+		for _, k := range keys {
+			b.WriteString(strconv.Quote(k))
+			if verbatim(depth, name, k) {
+				b.WriteByte('V')
+				writeKeyJSON(b, v[k], true)
+			} else {
+				shapeOne(b, v[k], depth+1, k)
+			}
+			b.WriteByte(',')
+		}
+		b.WriteByte('}')
+	case []any:
+		b.WriteByte('A')
+		writeKeyJSON(b, v, true)
+	case nil:
+		b.WriteByte('z')
+	case string:
+		b.WriteByte('s')
+	case bool:
+		b.WriteByte('b')
+	case int64:
+		b.WriteByte('i')
+	case float64:
+		if v == math.Trunc(v) {
+			b.WriteByte('I') // a whole number: types as an integer
+		} else {
+			b.WriteByte('f')
+		}
+	default:
+		// Any other type: by its value, which is always exact.
+		fmt.Fprintf(b, "%T", v)
+		writeKeyJSON(b, v, true)
+	}
+}
+
+func isScalar(v any) bool {
+	switch v.(type) {
+	case map[string]any, []any:
+		return false
+	}
+	return true
+}
+
+func scalarEqual(x, y any) bool {
+	switch x := x.(type) {
+	case string:
+		y, ok := y.(string)
+		return ok && x == y
+	case bool:
+		y, ok := y.(bool)
+		return ok && x == y
+	case int64:
+		y, ok := y.(int64)
+		return ok && x == y
+	case float64:
+		y, ok := y.(float64)
+		return ok && x == y
+	case nil:
+		return y == nil
+	}
+	return false
+}
+
+// writeKeyJSON writes v's JSON, or a marker for an absent value.
+func writeKeyJSON(b *bytes.Buffer, v any, present bool) {
+	if !present {
+		b.WriteString("<absent>")
+		return
+	}
+	j, err := json.Marshal(v)
+	if err != nil {
+		fmt.Fprintf(b, "<%v>", err)
+		return
+	}
+	b.Write(j)
+}
+
+// copyResult is a result handed to one write: the memo's own copy stays
+// unchanged.
+func copyResult(v any) any {
+	if v == nil {
+		return nil
+	}
+	return runtime.DeepCopyJSONValue(v)
+}

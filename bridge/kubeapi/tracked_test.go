@@ -1,0 +1,137 @@
+package kubeapi
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTrackedMemo: field management through the memo gives what the field
+// manager gives for the same write, for writes of one shape (a hit) and of
+// shapes that differ where field sets do (a list's items, a value changed
+// or kept, a field added or removed, another manager, the status
+// subresource); the times managedFields record are left out of the
+// comparison (they are the clock's).
+func TestTrackedMemo(t *testing.T) {
+	s := &Server{cfg: Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	deploy := resource{group: "apps", version: "v1", kind: "Deployment", plural: "deployments", namespaced: true}
+	probe := resource{group: "bench.example.dev", version: "v1", kind: "Probe", plural: "probes", namespaced: true}
+	const dep = `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"NAME","namespace":"shop","labels":{"app":"web"}},
+"spec":{"replicas":REPLICAS,"selector":{"matchLabels":{"app":"web"}},"template":{"metadata":{"labels":{"app":"web"}},
+"spec":{"containers":[{"name":"web","image":"IMAGE"}CONTAINERS]}}}}`
+	const prb = `{"apiVersion":"bench.example.dev/v1","kind":"Probe","metadata":{"name":"NAME","namespace":"shop"},"spec":{"size":REPLICAS}STATUS}`
+	obj := func(tmpl, name, replicas, image, containers, status string) map[string]any {
+		r := strings.NewReplacer("NAME", name, "REPLICAS", replicas, "IMAGE", image, "CONTAINERS", containers, "STATUS", status)
+		var m map[string]any
+		if err := json.Unmarshal([]byte(r.Replace(tmpl)), &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	type write struct {
+		res        resource
+		sub, agent string
+		live, next map[string]any
+	}
+	// The memo's clock stands still: every write of a shape after the
+	// first is a hit.
+	now := time.Now()
+	trackedNow = func() time.Time { return now }
+	memo := newTrackedMemo(1024)
+	t.Cleanup(func() { trackedNow, trackedResults = time.Now, newTrackedMemo(1024) })
+	// track through the memo (on) or the field manager alone (an empty
+	// memo, dropped after).
+	track := func(w write, on bool) any {
+		trackedResults = memo
+		if !on {
+			trackedResults = newTrackedMemo(1024)
+		}
+		r := httptest.NewRequest("PUT", "/", nil)
+		r.Header.Set("User-Agent", w.agent)
+		q := &request{r: r, res: w.res, namespace: "shop", name: "x", sub: w.sub}
+		var live map[string]any
+		if w.live != nil {
+			live = jsonCopy(t, w.live)
+			// As stored: managedFields recorded by the field manager.
+			s.track(&request{r: r, res: w.res, namespace: "shop", name: "x"}, nil, live)
+		}
+		m := jsonCopy(t, w.next)
+		s.track(q, live, m)
+		return withoutTimes(t, metaOf(m)["managedFields"])
+	}
+	st := `,"status":{"phase":"PHASE","observedGeneration":1}`
+	writes := []write{
+		{deploy, "", "a", nil, obj(dep, "one", "3", "web:1", "", "")},
+		{deploy, "", "a", nil, obj(dep, "two", "4", "web:2", "", "")},
+		{deploy, "", "a", nil, obj(dep, "three", "4", "web:2", `,{"name":"side","image":"s"}`, "")},
+		{deploy, "", "b", nil, obj(dep, "four", "4", "web:2", "", "")},
+		{deploy, "", "a", obj(dep, "x", "3", "web:1", "", ""), obj(dep, "x", "3", "web:1", "", "")},
+		{deploy, "", "b", obj(dep, "x", "3", "web:1", "", ""), obj(dep, "x", "3", "web:2", "", "")},
+		{deploy, "", "b", obj(dep, "x", "3", "web:1", "", ""), obj(dep, "x", "5", "web:1", "", "")},
+		{deploy, "", "b", obj(dep, "x", "3", "web:1", "", ""), obj(dep, "x", "3", "web:1", `,{"name":"side","image":"s"}`, "")},
+		{deploy, "", "b", obj(dep, "y", "3", "web:1", `,{"name":"side","image":"s"}`, ""), obj(dep, "y", "3", "web:1", "", "")},
+		{probe, "", "c", nil, obj(prb, "p1", "1", "", "", "")},
+		{probe, "", "c", nil, obj(prb, "p2", "2.5", "", "", "")},
+		{probe, "status", "d", obj(prb, "p1", "1", "", "", ""), obj(prb, "p1", "1", "", "", strings.Replace(st, "PHASE", "Ready", 1))},
+		{probe, "status", "d", obj(prb, "p2", "1", "", "", ""), obj(prb, "p2", "1", "", "", strings.Replace(st, "PHASE", "Done", 1))},
+		{probe, "status", "d", obj(prb, "p3", "1", "", "", strings.Replace(st, "PHASE", "Ready", 1)), obj(prb, "p3", "1", "", "", strings.Replace(st, "PHASE", "Ready", 1))},
+		{probe, "status", "d", obj(prb, "p3", "1", "", "", strings.Replace(st, "PHASE", "Ready", 1)), obj(prb, "p3", "1", "", "", strings.Replace(st, "PHASE", "Failed", 1))},
+	}
+	// Every write after every other through one memo: each meets the
+	// entries the others left, of its shape or not.
+	for round := range 2 {
+		for i, w := range writes {
+			want := track(w, false)
+			if got := track(w, true); !reflect.DeepEqual(got, want) {
+				t.Fatalf("round %d, write %d: through the memo\n%v\nthe field manager alone\n%v", round, i, got, want)
+			}
+		}
+		if round == 0 && memo.hits == 0 {
+			t.Fatal("no write of the first round found its shape in the memo")
+		}
+	}
+	// The second round found every write's result (and its live object's).
+	calls := 0
+	for _, w := range writes {
+		calls++
+		if w.live != nil {
+			calls++
+		}
+	}
+	if memo.hits <= calls {
+		t.Fatalf("%d hits in the memo, want more than %d", memo.hits, calls)
+	}
+}
+
+func jsonCopy(t *testing.T, m map[string]any) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// withoutTimes is managedFields without the time of each entry, as JSON.
+func withoutTimes(t *testing.T, mf any) any {
+	t.Helper()
+	b, err := json.Marshal(mf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l []map[string]any
+	_ = json.Unmarshal(b, &l)
+	for _, e := range l {
+		delete(e, "time")
+	}
+	return l
+}
