@@ -430,7 +430,7 @@ func (a *Agent) run(pctx, ctx context.Context, r *podRunner, w *podspec.Work) {
 				a.cfg.Logger.Info("pod stopped: deletion requested", "pod", w.Namespace+"/"+w.Name, "took", time.Since(time.Unix(0, at)))
 			}
 		}
-		a.reports.add(r, w, s, Entered(s, run))
+		a.reports.add(r, w, s, run)
 	}
 	defer func() {
 		// A failure in this pod's machine or runtime is this pod's error,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/jetplane/jetplane/events"
 	sm "github.com/jetplane/jetplane/reconcilers/statemachine"
@@ -21,6 +22,9 @@ type report struct {
 	w   *podspec.Work
 	pod string // namespace/name
 	st  *schemas.Status
+	// details, when set, is what st's Details are built from when the
+	// report is sent (enteredStatus); nil when st has them.
+	details *corev1.PodStatus
 	// state is the machine's state the status reports; passed, the
 	// states a report of it stands for too (coalesce).
 	state   string
@@ -59,9 +63,10 @@ const (
 	reportTimeout    = 10 * time.Second
 )
 
-func (rp *reporter) add(r *podRunner, w *podspec.Work, state sm.State[*Run], st *schemas.Status) {
+func (rp *reporter) add(r *podRunner, w *podspec.Work, state sm.State[*Run], run *Run) {
+	st, ps := enteredStatus(state, run)
 	rp.mu.Lock()
-	rp.q = append(rp.q, report{r: r, w: w, pod: w.Namespace + "/" + w.Name, st: st, state: sm.Name(state), passing: passing(state), at: time.Now()})
+	rp.q = append(rp.q, report{r: r, w: w, pod: w.Namespace + "/" + w.Name, st: st, details: ps, state: sm.Name(state), passing: passing(state), at: time.Now()})
 	rp.mu.Unlock()
 	select {
 	case rp.wake <- struct{}{}:
@@ -110,8 +115,14 @@ func coalesce(q []report) []report {
 
 // withPassed is the status to send: the one reported, with the states
 // it stands for too (ConditionPassed) first among its conditions. The
-// queued status is not changed.
+// queued status gets its details, built here once; nothing else of it
+// changes.
 func (rep *report) withPassed() *schemas.Status {
+	if rep.details != nil && rep.st.Details == nil {
+		// Built once (st is shared by the report's copies; the
+		// reporter's goroutine alone sends).
+		rep.st.Details = details(*rep.details)
+	}
 	if len(rep.passed) == 0 {
 		return rep.st
 	}

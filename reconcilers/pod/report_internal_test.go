@@ -5,7 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+
 	sm "github.com/jetplane/jetplane/reconcilers/statemachine"
+	"github.com/jetplane/jetplane/schemas"
 	"github.com/jetplane/jetplane/schemas/podspec"
 )
 
@@ -100,5 +104,59 @@ func TestTakeHoldsJustEnteredPassingStates(t *testing.T) {
 	}
 	if batch, rest, wait := take(nil, now, 10); len(batch)+len(rest) != 0 || wait != 0 {
 		t.Fatal("empty queue")
+	}
+}
+
+// A report sends the status Entered makes of its state, details and
+// all, though it builds the details only when it is sent: a report a
+// later one stands for never builds them.
+func TestReportsBuildDetailsWhenSent(t *testing.T) {
+	r := &podRunner{uid: "u"}
+	w := &podspec.Work{Namespace: "default", Name: "p", UID: "u", Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "workload:v1"}}}}
+	run := NewRun(&fakeEnv{fakeClock: &fakeClock{}}, w)
+	run.Started, run.LastStart = time.Unix(1000, 0), time.Unix(1000, 0)
+	rp := &reporter{wake: make(chan struct{}, 1)}
+	states := []sm.State[*Run]{Registered{}, ImagePull{}, Starting{}, Running{}}
+	for _, s := range states {
+		rp.add(r, w, s, run)
+	}
+	run.Exits = map[string]Exit{"main": {}}
+	rp.add(r, w, Completed{}, run)
+	states = append(states, Completed{})
+	for i, rep := range rp.q {
+		if rep.st.Details != nil {
+			t.Fatalf("%s: details built when queued", rep.state)
+		}
+		// What Entered would have made of the run as it was then.
+		if i < 4 {
+			run.Exits = nil
+		} else {
+			run.Exits = map[string]Exit{"main": {}}
+		}
+		want := Entered(states[i], run)
+		got := proto.CloneOf(rep.st)
+		(&report{st: got, details: rep.details}).withPassed()
+		if !proto.Equal(got, want) {
+			t.Fatalf("%s: sent\n%v\nwant\n%v", rep.state, got, want)
+		}
+	}
+	var queued []*schemas.Status
+	for _, rep := range rp.q {
+		queued = append(queued, rep.st)
+	}
+	q := coalesce(rp.q)
+	for _, rep := range q {
+		if _, err := rep.encode(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	built := 0
+	for _, st := range queued {
+		if st.Details != nil {
+			built++
+		}
+	}
+	if len(q) != 2 || built != 2 {
+		t.Fatalf("%d reports sent, %d built details; want 2 and 2", len(q), built)
 	}
 }

@@ -40,6 +40,17 @@ const (
 // v1.PodStatus fields (phase, reason, message, containerStatuses with
 // restart counts and exit codes).
 func Entered(state sm.State[*Run], r *Run) *schemas.Status {
+	st, ps := enteredStatus(state, r)
+	st.Details = details(ps)
+	return st
+}
+
+// enteredStatus is Entered without Status.details, and the v1 status they are
+// made of (a snapshot: nothing in it is shared with r). The agent's
+// reports build the details when they are sent, so a state whose report
+// a later one stands for (coalesce) never pays for them: three of a
+// started pod's five states.
+func enteredStatus(state sm.State[*Run], r *Run) (*schemas.Status, *corev1.PodStatus) {
 	name := sm.Name(state)
 	now := r.Env.Now()
 	ps := corev1.PodStatus{Phase: corev1.PodPending}
@@ -131,8 +142,7 @@ func Entered(state sm.State[*Run], r *Run) *schemas.Status {
 		Message:            msg,
 		Conditions:         []*schemas.Condition{readyCond},
 		ObservedGeneration: r.Work.Generation,
-		Details:            details(ps),
-	}
+	}, &ps
 }
 
 // details turns a v1 status into Status.details.

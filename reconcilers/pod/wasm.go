@@ -41,10 +41,9 @@ type compiled struct {
 	once sync.Once
 	mod  wazero.CompiledModule
 	err  error
-	// alloc makes the module's linear memories; image, when set, is the
-	// one that starts them with the module's data (which mod lacks).
+	// alloc makes the module's linear memories: an imageAllocator when
+	// they start with the module's data (which mod then lacks).
 	alloc experimental.MemoryAllocator
-	image *imageAllocator
 }
 
 func newWasmHost(dir string) (*wasmHost, error) {
@@ -116,7 +115,7 @@ func (h *wasmHost) compile(ctx context.Context, digest, path string, pages uint3
 		if stripped, image, ok := splitData(bin); ok {
 			if mod, err := rt.CompileModule(ctx, stripped); err == nil && fitsMemory(mod, len(image)) {
 				if img, err := newImageAllocator(h.dir, image); err == nil {
-					c.mod, c.alloc, c.image = mod, img, img
+					c.mod, c.alloc = mod, img
 					return
 				}
 				_ = mod.Close(ctx)
@@ -147,8 +146,9 @@ func (h *wasmHost) close(ctx context.Context) {
 		_ = rt.Close(ctx)
 	}
 	for _, c := range h.modules {
-		if c.image != nil {
-			_ = c.image.Close()
+		// The allocators' images and kept mappings.
+		if cl, ok := c.alloc.(io.Closer); ok {
+			_ = cl.Close()
 		}
 	}
 	_ = h.cache.Close(ctx)

@@ -21,19 +21,28 @@ var reserveFirst uint64 = 1 << 30
 // the module grows, so memory.grow neither copies nor zeroes (fresh pages
 // are zero), and a pod's memory costs the Go collector nothing. Free
 // returns it to the kernel at once.
-type mmapAllocator struct{}
+type mmapAllocator struct{ pool *memoryPool }
 
-func (mmapAllocator) Allocate(_, max uint64) experimental.LinearMemory {
-	return &mmapMemory{max: max}
+func (a *mmapAllocator) Allocate(_, max uint64) experimental.LinearMemory {
+	return &mmapMemory{max: max, pool: a.pool}
 }
 
-func memoryAllocator() experimental.MemoryAllocator { return mmapAllocator{} }
+func memoryAllocator() experimental.MemoryAllocator { return &mmapAllocator{pool: &memoryPool{}} }
+
+// Close unmaps the mappings the allocator kept; memories in use keep
+// theirs.
+func (a *mmapAllocator) Close() error {
+	a.pool.close()
+	return nil
+}
 
 type mmapMemory struct {
 	image     *imageAllocator // the initial contents, nil for zeros
+	pool      *memoryPool     // where a released first reservation goes
 	max       uint64
 	reserved  []byte // the whole mapping
 	committed uint64 // bytes readable and writable at its start
+	moved     bool   // reserved is a second reservation (no image mapped)
 }
 
 func pageRound(n uint64) uint64 {
@@ -59,19 +68,24 @@ func (m *mmapMemory) Reallocate(size uint64) []byte {
 		return nil
 	}
 	if m.reserved == nil {
-		if !m.reserve(pageRound(min(max(m.max, size), reserveFirst))) {
-			return nil
+		first := pageRound(min(max(m.max, size), reserveFirst))
+		if m.image != nil && m.image.size > pageRound(size) {
+			return nil // the host checked that the image fits the memory's minimum
 		}
-		if m.image != nil && m.image.size > 0 {
+		if r, committed, ok := m.pool.get(first); ok {
+			// A released instance's mapping, reset to how a new one
+			// starts (memoryPool.put).
+			m.reserved, m.committed = r, committed
+		} else if !m.reserve(first) {
+			return nil
+		} else if m.image != nil && m.image.size > 0 {
 			// The module's initial memory, copy-on-write: pages it only
-			// reads are the page cache's, shared by every instance. (The
-			// host checked that the image fits the memory's minimum.)
-			if m.image.size > pageRound(size) || m.image.size > uint64(len(m.reserved)) {
-				m.Free()
-				return nil
-			}
-			if err := m.image.mapInto(m.reserved[:m.image.size]); err != nil {
-				m.Free()
+			// reads are the page cache's, shared by every instance.
+			// (Unmapped, not pooled, when it fails: a pooled mapping
+			// holds the image.)
+			if m.image.size > uint64(len(m.reserved)) || m.image.mapInto(m.reserved[:m.image.size]) != nil {
+				_ = syscall.Munmap(m.reserved)
+				m.reserved = nil
 				return nil
 			}
 			m.committed = m.image.size
@@ -91,6 +105,7 @@ func (m *mmapMemory) Reallocate(size uint64) []byte {
 		}
 		copy(m.reserved, old[:committed])
 		_ = syscall.Munmap(old)
+		m.moved = true
 	}
 	if want := pageRound(size); want > m.committed {
 		if err := syscall.Mprotect(m.reserved[m.committed:want], syscall.PROT_READ|syscall.PROT_WRITE); err != nil {
@@ -104,9 +119,94 @@ func (m *mmapMemory) Reallocate(size uint64) []byte {
 // Free implements experimental.LinearMemory.
 func (m *mmapMemory) Free() {
 	if m.reserved != nil {
-		_ = syscall.Munmap(m.reserved)
+		if m.moved || !m.pool.put(m.reserved, m.committed) {
+			_ = syscall.Munmap(m.reserved)
+		}
 		m.reserved, m.committed = nil, 0
 	}
+}
+
+// poolSize bounds the released mappings a pool keeps: enough for the
+// modules that start while others end on a busy node, few enough that
+// an idle node holds little address space and no memory (a pooled
+// mapping's pages are returned to the kernel when it is put).
+const poolSize = 64
+
+// memoryPool keeps released first reservations of one allocator's
+// memories, reset, for its next instances: a pod start then makes no
+// mapping and a pod's end removes none. Mapping and unmapping change the
+// process's address space under a lock every page fault of every other
+// running module waits for, and unmapping tears down page tables a
+// reused mapping keeps.
+//
+// A mapping is reset with madvise(MADV_DONTNEED), which frees every page
+// the instance touched: a page of the image reads the image again (the
+// mapping is the file's, private), any other reads as zeros. So an
+// instance never sees what an earlier one wrote, as with a new mapping.
+// Safe for concurrent use.
+type memoryPool struct {
+	mu     sync.Mutex
+	free   []pooled
+	closed bool
+}
+
+type pooled struct {
+	reserved  []byte
+	committed uint64
+}
+
+// get takes a reset mapping of size bytes, if one is kept.
+func (p *memoryPool) get(size uint64) ([]byte, uint64, bool) {
+	if p == nil {
+		return nil, 0, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := len(p.free) - 1; i >= 0; i-- {
+		if f := p.free[i]; uint64(len(f.reserved)) == size {
+			p.free = append(p.free[:i], p.free[i+1:]...)
+			return f.reserved, f.committed, true
+		}
+	}
+	return nil, 0, false
+}
+
+// put resets a released mapping and keeps it; false when it was not
+// kept (the pool is full or closed, or the reset failed): the caller
+// unmaps it.
+func (p *memoryPool) put(reserved []byte, committed uint64) bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	full := p.closed || len(p.free) >= poolSize
+	p.mu.Unlock()
+	if full {
+		return false
+	}
+	if committed > 0 {
+		if err := syscall.Madvise(reserved[:committed], syscall.MADV_DONTNEED); err != nil {
+			return false
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || len(p.free) >= poolSize {
+		return false
+	}
+	p.free = append(p.free, pooled{reserved, committed})
+	return true
+}
+
+// close unmaps the kept mappings and keeps no more.
+func (p *memoryPool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for _, f := range p.free {
+		_ = syscall.Munmap(f.reserved)
+	}
+	p.free = nil
 }
 
 // imageAllocator backs memories that begin as a module's data segments
@@ -116,6 +216,7 @@ func (m *mmapMemory) Free() {
 type imageAllocator struct {
 	f    *os.File
 	size uint64 // the image's length, whole pages
+	pool memoryPool
 
 	// mu keeps Close from closing the file under a memory mapping it: an
 	// agent that stops closes its images while pods may still be starting.
@@ -141,7 +242,7 @@ func newImageAllocator(dir string, image []byte) (*imageAllocator, error) {
 
 // Allocate implements experimental.MemoryAllocator.
 func (a *imageAllocator) Allocate(_, max uint64) experimental.LinearMemory {
-	return &mmapMemory{image: a, max: max}
+	return &mmapMemory{image: a, max: max, pool: &a.pool}
 }
 
 // Close releases the image (memories mapping it keep their pages).
@@ -152,6 +253,7 @@ func (a *imageAllocator) Close() error {
 		return nil
 	}
 	a.closed = true
+	a.pool.close()
 	return a.f.Close()
 }
 

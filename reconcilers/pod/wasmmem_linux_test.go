@@ -87,3 +87,90 @@ func TestModulesStartFromAMemoryImage(t *testing.T) {
 		t.Fatalf("%q, %v", out.String(), err)
 	}
 }
+
+// A memory released to its allocator's pool and taken again starts as a
+// new one does: the image where the image is, zeros after it, whatever
+// the instance before wrote or grew; and a memory that moved out of its
+// first reservation is never pooled.
+func TestPooledMemoryStartsPristine(t *testing.T) {
+	image := bytes.Repeat([]byte("jetplane"), 3*4096/8+5) // three pages and a bit
+	img, err := newImageAllocator(t.TempDir(), image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer img.Close()
+	want := func(t *testing.T, b []byte) {
+		t.Helper()
+		if !bytes.Equal(b[:len(image)], image) {
+			t.Fatal("the image differs")
+		}
+		if i := bytes.IndexFunc(b[len(image):], func(r rune) bool { return r != 0 }); i >= 0 {
+			t.Fatalf("byte %d after the image is not zero", len(image)+i)
+		}
+	}
+	first := img.Allocate(wasmPage, 16*wasmPage).(*mmapMemory)
+	b := first.Reallocate(wasmPage)
+	want(t, b)
+	for i := range b {
+		b[i] = 0xa5
+	}
+	b = first.Reallocate(4 * wasmPage) // grown in place
+	for i := range b {
+		b[i] = 0x5a
+	}
+	addr := &b[0]
+	first.Free()
+
+	second := img.Allocate(wasmPage, 16*wasmPage).(*mmapMemory)
+	b = second.Reallocate(wasmPage)
+	if &b[0] != addr {
+		t.Fatal("the released mapping was not reused")
+	}
+	want(t, b)
+	// What the first instance grew to reads as zeros once grown again.
+	want(t, second.Reallocate(4*wasmPage))
+	second.Free()
+
+	// Past its first reservation a memory moves; the moved one is unmapped.
+	defer func(v uint64) { reserveFirst = v }(reserveFirst)
+	reserveFirst = 2 * wasmPage
+	moving := img.Allocate(wasmPage, 16*wasmPage).(*mmapMemory)
+	moving.Reallocate(wasmPage)
+	b = moving.Reallocate(3 * wasmPage)
+	want(t, b)
+	moved := &b[0]
+	moving.Free()
+	for range 2 {
+		m := img.Allocate(wasmPage, 16*wasmPage).(*mmapMemory)
+		b := m.Reallocate(wasmPage)
+		if &b[0] == moved {
+			t.Fatal("a moved memory was pooled")
+		}
+		want(t, b)
+		defer m.Free()
+	}
+}
+
+// A closed allocator keeps no mappings: it unmaps those it kept and
+// takes none back.
+func TestClosedPoolKeepsNothing(t *testing.T) {
+	a := memoryAllocator().(*mmapAllocator)
+	m := a.Allocate(wasmPage, 4*wasmPage)
+	m.Reallocate(wasmPage)[0] = 1
+	m.Free()
+	if len(a.pool.free) != 1 {
+		t.Fatalf("%d kept, want 1", len(a.pool.free))
+	}
+	a.pool.close()
+	if len(a.pool.free) != 0 {
+		t.Fatal("a closed pool kept its mappings")
+	}
+	m = a.Allocate(wasmPage, 4*wasmPage)
+	if b := m.Reallocate(wasmPage); b[0] != 0 {
+		t.Fatal("a new memory is not zero")
+	}
+	m.Free()
+	if len(a.pool.free) != 0 {
+		t.Fatal("a closed pool took a mapping")
+	}
+}
