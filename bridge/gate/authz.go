@@ -111,6 +111,9 @@ type Target struct {
 	// Controller is the controller credential that runs the target's
 	// kind, "" when none does or jetplane's own reconcilers run it.
 	Controller string
+	// Deleting says the object's deletion was requested (its goal is
+	// Deleted): only then may a controller finalize it.
+	Deleting bool
 }
 
 // AllNamespaces in Target.Reads stands for every namespace.
@@ -170,17 +173,19 @@ func Authorize(p Principal, v Verb, t Target) error {
 		if v == VerbStatus || v == VerbFinalize {
 			// A reconciler records what it did to its own object; a
 			// controller credential's process, to objects of its kinds.
-			if p.Owner != "" && p.Owner == t.ref() {
-				return nil
-			}
-			if p.Owner == "" && p.Self != "" && t.Controller == p.Self {
-				return nil
-			}
+			// Either ends an object only once its deletion was asked.
 			what := "record the status of"
 			if v == VerbFinalize {
 				what = "finalize"
 			}
-			if p.Owner == "" && p.Self != "" {
+			credential := p.Owner == "" && p.Self != ""
+			if (p.Owner != "" && p.Owner == t.ref()) || (credential && t.Controller == p.Self) {
+				if v == VerbFinalize && !t.Deleting {
+					return forbid(p, "finalize %s: its deletion was not requested; a controller finalizes only what was asked to be deleted", t.describe())
+				}
+				return nil
+			}
+			if credential {
 				run := "no controller runs its kind"
 				if t.Controller != "" {
 					run = "controller " + t.Controller + " runs its kind"
@@ -188,6 +193,9 @@ func Authorize(p Principal, v Verb, t Target) error {
 				return forbid(p, "%s %s: %s; a controller credential records the status and the end of objects of its own kinds only", what, t.describe(), run)
 			}
 			return forbid(p, "%s %s: a controller records the status and the end of its own object only (%s)", what, t.describe(), p.Owner)
+		}
+		if p.Owner == "" && p.Self != "" {
+			return forbid(p, "%s %s: a controller credential records the status and the end of objects of its own kinds, and writes nothing else", v, t.describe())
 		}
 		if v != VerbApply && v != VerbDelete {
 			return forbid(p, "%s %s", v, t.describe())

@@ -14,7 +14,7 @@ import (
 // TestAuthorizeScenarios replays testdata/authz/*.txt: the gate's rules as
 // principal × action × target → outcome. One command:
 //
-//	authorize ROLE [ns=A,B] [owner=KIND/NS/NAME] [self=NAME] VERB TARGET [exists] [owned-by=KIND/NS/NAME] [allow=KIND/NS/NAME] [bound=NODE] [run-by=CONTROLLER]
+//	authorize ROLE [ns=A,B] [owner=KIND/NS/NAME] [self=NAME] [name=ACTOR] VERB TARGET [exists] [owned-by=KIND/NS/NAME] [allow=KIND/NS/NAME] [bound=NODE] [run-by=CONTROLLER] [deleting]
 //
 // TARGET is KIND/NS/NAME (NS empty for cluster scope, whose kinds come
 // from package kinds) or, for image and chart verbs, the ref. It prints
@@ -50,14 +50,18 @@ func authorizeCmd(t *testing.T, c scenario.Cmd) string {
 			p.Owner = v
 		case "self":
 			p.Self = v
+		case "name":
+			p.Name = v
 		default:
 			c.Fatalf(t, "unknown principal field %q", k)
 		}
 		args = args[1:]
 	}
-	p.Name = map[gate.Role]string{
-		gate.RoleNode: "node/" + p.Self, gate.RoleBridge: "bridge/" + p.Self, gate.RoleController: "reconciler/HelmRelease", gate.RoleScheduler: "scheduler",
-	}[p.Role]
+	if p.Name == "" {
+		p.Name = map[gate.Role]string{
+			gate.RoleNode: "node/" + p.Self, gate.RoleBridge: "bridge/" + p.Self, gate.RoleController: "reconciler/HelmRelease", gate.RoleScheduler: "scheduler",
+		}[p.Role]
+	}
 	if p.Name == "" {
 		p.Name = "user/" + string(p.Role)
 	}
@@ -93,6 +97,8 @@ func authorizeCmd(t *testing.T, c scenario.Cmd) string {
 			tg.BoundTo = val
 		case "run-by":
 			tg.Controller = val
+		case "deleting":
+			tg.Exists, tg.Deleting = true, true
 		default:
 			c.Fatalf(t, "unknown target field %q", k)
 		}

@@ -21,16 +21,25 @@ type StatusLog interface {
 
 var _ StatusLog = (*events.Log)(nil)
 
+// ControllerState is what the controllers' door decides against: records
+// as the projection holds them (no spec is decoded), and a wait for the
+// projection to reach what a controller read.
+type ControllerState interface {
+	Records
+	WaitFor(ctx context.Context, seq uint64) error
+}
+
+var _ ControllerState = (*projections.Store)(nil)
+
 // ControllerConfig configures Controllers.
 type ControllerConfig struct {
 	Log   StatusLog
-	State State
-	// Owner names the controller credential that runs kind ("" for none):
-	// the only one whose writes of kind's status pass.
-	Owner func(kind string) string
-	// InProcess reports whether a reconciler in jetplane's own processes
-	// runs kind: then no controller may, whatever its credential says.
-	InProcess func(kind string) bool
+	State ControllerState
+	// Controller names the controller credential that runs kind: "" when
+	// none does or a reconciler in jetplane's own processes runs it (then
+	// no controller may, whatever its credential says). The same function
+	// as Config.Controller: both doors decide by it (Target.Controller).
+	Controller func(kind string) string
 	// Group writes a request's entries as one atomic batch first (one
 	// fsync when the log fsyncs every write), each on its own only if
 	// that fails; otherwise they are pipelined (decision 0051).
@@ -49,11 +58,8 @@ type Controllers struct {
 
 // NewControllers validates cfg and returns the door.
 func NewControllers(cfg ControllerConfig) (*Controllers, error) {
-	if cfg.Log == nil || cfg.State == nil || cfg.Owner == nil {
-		return nil, errors.New("gate: controllers need a log, a state and the kinds' owners")
-	}
-	if cfg.InProcess == nil {
-		cfg.InProcess = func(string) bool { return false }
+	if cfg.Log == nil || cfg.State == nil || cfg.Controller == nil {
+		return nil, errors.New("gate: controllers need a log, a state and the controller of each kind")
 	}
 	return &Controllers{cfg: cfg}, nil
 }
@@ -143,48 +149,36 @@ func (c *Controllers) Write(ctx context.Context, w events.ControllerWrite) ([]ev
 }
 
 // check decides one entry of controller's request and returns the entry
-// to write: a status change of one of its kinds, with the status alone,
-// or the finalization of an object of its kinds whose deletion was
-// requested. The actor must be the runtime's for that kind and controller
-// ("reconciler/KIND@CONTROLLER/INSTANCE"), so history names who wrote.
+// to write. The request's credential and the entry's actor make the
+// principal: the actor must be the runtime's for that kind and
+// controller ("reconciler/KIND@CONTROLLER/INSTANCE"), so history names
+// who wrote, and the entry must name the version it read. What the
+// principal may write is Authorize's to decide, as for every other
+// writer (authorizeEvent): the status of an object of its kinds, or the
+// finalization of one whose deletion was requested.
 func (c *Controllers) check(controller string, e events.Entry) (events.Entry, error) {
 	ev := e.Event
 	k := projections.KeyOf(ev.GetKey())
-	if owner := c.cfg.Owner(k.Kind); owner != controller {
-		return e, refused("%s: kind %s is not run by controller %q; its credential names the kinds it may write", k, k.Kind, controller)
-	}
-	if c.cfg.InProcess(k.Kind) {
-		return e, refused("%s: kind %s is run by jetplane's own reconciler; no controller may write it", k, k.Kind)
-	}
 	if !strings.HasPrefix(ev.GetActor(), "reconciler/"+k.Kind+"@"+controller+"/") {
 		return e, refused("%s: actor %q: a controller writes as reconciler/%s@%s/INSTANCE", k, ev.GetActor(), k.Kind, controller)
 	}
-	out := &schemas.Event{Id: ev.GetId(), Type: ev.GetType(), Key: ev.GetKey(), Actor: ev.GetActor(), Time: ev.GetTime(), Cause: ev.GetCause()}
-	switch ev.GetType() {
-	case schemas.EventType_EVENT_TYPE_STATUS_CHANGED:
-		if ev.GetObject().GetStatus() == nil {
-			return e, refused("%s: a status change without a status", k)
-		}
-		if !statusOnly(ev.GetObject()) {
-			return e, refused("%s: a controller writes status only, never spec or metadata", k)
-		}
-		if c.cfg.State.Get(k) == nil {
-			return e, refused("%s: no such object", k)
-		}
-		out.Object = &schemas.Object{Status: ev.GetObject().GetStatus()}
-	case schemas.EventType_EVENT_TYPE_FINALIZED:
-		if ev.GetObject() != nil {
-			return e, refused("%s: a finalization carries no object", k)
-		}
-		cur := c.cfg.State.Get(k)
-		if cur == nil || cur.GetStatus().GetGoal() != projections.GoalDeleted {
-			return e, refused("%s: not being deleted; a controller finalizes only what was asked to be deleted", k)
-		}
-	default:
-		return e, refused("%s: %s: a controller writes status changes and finalizations only", k, ev.GetType())
+	r := c.cfg.State.GetRecord(k)
+	t := recordTarget(k, r)
+	t.Controller = c.cfg.Controller(k.Kind)
+	p := Principal{Name: ev.GetActor(), Role: RoleController, Self: controller}
+	if err := authorizeEvent(p, ev, t); err != nil {
+		return e, fmt.Errorf("%w: %w", events.ErrRefused, err)
+	}
+	if r == nil {
+		return e, refused("%s: no such object", k)
 	}
 	if e.Expect == events.AnyVersion {
 		return e, refused("%s: a controller's write names the version it read", k)
+	}
+	// Written as checked: the fields an event of this door may carry.
+	out := &schemas.Event{Id: ev.GetId(), Type: ev.GetType(), Key: ev.GetKey(), Actor: ev.GetActor(), Time: ev.GetTime(), Cause: ev.GetCause()}
+	if ev.GetType() == schemas.EventType_EVENT_TYPE_STATUS_CHANGED {
+		out.Object = &schemas.Object{Status: ev.GetObject().GetStatus()}
 	}
 	return events.Entry{Event: out, Expect: e.Expect}, nil
 }

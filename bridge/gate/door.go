@@ -90,16 +90,22 @@ func runtimePrincipal(ev *schemas.Event) Principal {
 
 func (w *Writer) check(e events.Entry) error {
 	k := projections.KeyOf(e.Event.GetKey())
-	r := w.d.state.GetRecord(k)
+	return authorizeEvent(w.principal(e), e.Event, recordTarget(k, w.d.state.GetRecord(k)))
+}
+
+// recordTarget is the target at k stored now as r (nil when absent), read
+// from the record without decoding its spec.
+func recordTarget(k projections.Key, r *schemas.ObjectRecord) Target {
 	t := Target{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, ClusterScoped: !kinds.Lookup(k.Kind).Namespaced}
 	if r != nil {
 		ann := r.GetMetadata().GetAnnotations()
 		t.Exists, t.Owner, t.AllowAdoption = true, ann[AnnotationOwner], ann[AnnotationAllowAdoption]
+		t.Deleting = r.GetStatus().GetGoal() == projections.GoalDeleted
 		if k.Kind == podKind {
 			t.BoundTo = specString(r.GetSpec(), "nodeName")
 		}
 	}
-	return authorizeEvent(w.principal(e), e.Event, t)
+	return t
 }
 
 // specString is the string value of the top-level field of an encoded

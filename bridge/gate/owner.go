@@ -64,6 +64,7 @@ func target(k projections.Key, cur *schemas.Object) Target {
 	if cur != nil {
 		ann := cur.GetMetadata().GetAnnotations()
 		t.Exists, t.Owner, t.AllowAdoption = true, ann[AnnotationOwner], ann[AnnotationAllowAdoption]
+		t.Deleting = cur.GetStatus().GetGoal() == projections.GoalDeleted
 	}
 	return t
 }

@@ -80,7 +80,7 @@ func (a *App) newControllers() (*gate.Controllers, error) {
 		return nil, nil
 	}
 	a.ctlKinds = &controllerKinds{store: a.srv.Creds()}
-	return gate.NewControllers(gate.ControllerConfig{Log: a.log, State: a.store, Owner: a.ctlKinds.of, InProcess: a.runtime.Handles, Group: a.cfg.SyncAlways})
+	return gate.NewControllers(gate.ControllerConfig{Log: a.log, State: a.store, Controller: a.controllerOf, Group: a.cfg.SyncAlways})
 }
 
 // serveControllers answers controllers' writes until ctx ends.

@@ -113,15 +113,15 @@ spec: {size: 1}
 		entry events.Entry
 		want  string
 	}{
-		{"spec in a status change", withSpec, "status only"},
-		{"metadata in a status change", withMeta, "status only"},
-		{"an apply of its own kind", applied, "status changes and finalizations only"},
-		{"a delete request of its own kind", deleteReq, "status changes and finalizations only"},
-		{"status of another controller's kind", status(g1), "is not run by controller"},
-		{"status of a built-in kind", status(cm), "is not run by controller"},
-		{"finalization of another controller's kind", finalize(g1), "is not run by controller"},
-		{"finalization of a built-in kind", finalize(cm), "is not run by controller"},
-		{"finalization of its kind not being deleted", finalize(w1), "not being deleted"},
+		{"spec in a status change", withSpec, "sets more than its status"},
+		{"metadata in a status change", withMeta, "sets more than its status"},
+		{"an apply of its own kind", applied, "desired state passes Gate.Apply"},
+		{"a delete request of its own kind", deleteReq, "writes nothing else"},
+		{"status of another controller's kind", status(g1), "controller gadgets runs its kind"},
+		{"status of a built-in kind", status(cm), "no controller runs its kind"},
+		{"finalization of another controller's kind", finalize(g1), "controller gadgets runs its kind"},
+		{"finalization of a built-in kind", finalize(cm), "no controller runs its kind"},
+		{"finalization of its kind not being deleted", finalize(w1), "deletion was not requested"},
 		{"status under another controller's actor", forgedActor, "a controller writes as"},
 		{"status without a concurrency check", unchecked, "names the version it read"},
 	} {
