@@ -3,6 +3,8 @@ package scheduler
 import (
 	"math"
 	"sort"
+	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -88,6 +90,7 @@ func appendRecord(b []byte, d *Decision, cycle uint64, assumed []AssumedPod) []b
 type recordEncoder struct{ val []byte }
 
 func (e *recordEncoder) str(b []byte, key, s string) []byte {
+	s = validUTF8(s)
 	e.val = protowire.AppendString(protowire.AppendTag(e.val[:0], 3, protowire.BytesType), s)
 	return e.entry(b, key, e.val)
 }
@@ -110,6 +113,9 @@ func (e *recordEncoder) nodeScores(ns []NodeScore) []byte {
 	var list, s []byte
 	for _, n := range ns {
 		s = appendNodeScore(s[:0], n)
+		if !utf8.Valid(s) {
+			s = append(s[:0], validUTF8(string(s))...)
+		}
 		e.val = protowire.AppendBytes(protowire.AppendTag(e.val[:0], 3, protowire.BytesType), s)
 		list = appendListItem(list, e.val)
 	}
@@ -118,6 +124,7 @@ func (e *recordEncoder) nodeScores(ns []NodeScore) []byte {
 
 // entry appends a Struct's field key with the encoded Value val.
 func (e *recordEncoder) entry(b []byte, key string, val []byte) []byte {
+	key = validUTF8(key)
 	n := protowire.SizeTag(1) + protowire.SizeBytes(len(key)) + protowire.SizeTag(2) + protowire.SizeBytes(len(val))
 	b = protowire.AppendVarint(protowire.AppendTag(b, 1, protowire.BytesType), uint64(n))
 	b = protowire.AppendString(protowire.AppendTag(b, 1, protowire.BytesType), key)
@@ -151,4 +158,15 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// validUTF8 is s with each invalid byte sequence replaced by U+FFFD: a
+// string field protobuf cannot read back would make the whole Bound
+// event undecodable (proto.Marshal refuses such strings in a Struct it
+// builds, but the encoded record is written as it is).
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }

@@ -2,10 +2,14 @@ package scheduler
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/schemas"
 )
 
 // A decision's assumed pods read back as they were recorded, from the
@@ -137,5 +141,37 @@ func TestPodScheduledDetails(t *testing.T) {
 		if !proto.Equal(r.Details, want) {
 			t.Fatalf("details %v, want %v", r.Details, want)
 		}
+	}
+}
+
+// A rejection reason a guest cut inside a character (the host keeps
+// at most 1,024 bytes) or sent as arbitrary bytes still makes a Bound
+// event every reader decodes, with the bad bytes replaced.
+func TestBoundEventWithBrokenReasonDecodes(t *testing.T) {
+	obj := &schemas.Object{ApiVersion: "v1", Kind: "Pod", Metadata: &schemas.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: &structpb.Struct{Fields: map[string]*structpb.Value{}}}
+	cut := (strings.Repeat("a", 1022) + "日本")[:1024]
+	d := &Decision{Pod: "ns/p", Profile: DefaultSchedulerName, Node: "n1", Rejections: map[string]int{cut: 1, "\xff\xfe": 2},
+		Versions: map[string]string{"guest": "v\xc3"}, Totals: []NodeScore{{Name: "n\xe6", Score: 1}}}
+	ev, err := BoundEvent(obj, d, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := proto.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := events.DecodeRecord(data, 1); err != nil {
+		t.Fatalf("the fold's decoding: %v", err)
+	}
+	full, err := events.Decode(data, 1)
+	if err != nil {
+		t.Fatalf("history's decoding: %v", err)
+	}
+	parsed, err := ParseRecord(full.GetDetail())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := parsed.Rejections[strings.Repeat("a", 1022)+"\uFFFD"]; !ok {
+		t.Fatalf("rejections read back as %v", parsed.Rejections)
 	}
 }

@@ -327,7 +327,10 @@ func (p *Plugin) hostModules(ctx context.Context) error {
 // nodes): no allocation per call.
 func setReason(dst *string, b []byte, last *string) {
 	if string(b) != *last {
-		*last = string(b)
+		// A guest's bytes, cut at maxReason perhaps inside a character:
+		// the reason is recorded in the Bound event, whose strings must
+		// be UTF-8 to be read back.
+		*last = strings.ToValidUTF8(string(b), "\uFFFD")
 	}
 	*dst = *last
 }
