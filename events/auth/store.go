@@ -270,9 +270,20 @@ func (s *Store) current() (*usersFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.cached, s.at = u, id
+	// A file replaced moments ago is not kept: two replacements within
+	// one tick of the file system's clock could reuse an inode and a size
+	// and leave the time alone, so its identity proves nothing until the
+	// clock has moved on.
+	if time.Since(fi.ModTime()) > racyWindow {
+		s.cached, s.at = u, id
+	}
 	return u, nil
 }
+
+// racyWindow is how old the users file must be before its identity
+// stands for its contents (coarse file times are a few milliseconds on
+// Linux, up to two seconds on some file systems).
+const racyWindow = 2 * time.Second
 
 func (s *Store) update(fn func(*usersFile) error) error {
 	unlock, err := lockFile(filepath.Join(s.dir, "users.lock"))
