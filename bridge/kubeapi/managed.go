@@ -289,7 +289,8 @@ func (s *Server) track(q *request, cur, m map[string]any) {
 		next.SetManagedFields(live.GetManagedFields())
 	}
 	manager := managerName(q.r)
-	key := trackedKey(fm, manager, trackedNow(), live.Object, next.Object)
+	now := trackedNow()
+	key := trackedKey(fm, manager, now, live.Object, next.Object)
 	if key != "" {
 		if r, ok := trackedResults.get(key); ok && r.fm == fm {
 			if r.ok {
@@ -304,7 +305,10 @@ func (s *Server) track(q *request, cur, m map[string]any) {
 		r.managedFields, r.ok = metaOf(u.Object)["managedFields"], true
 		metaOf(m)["managedFields"] = r.managedFields
 	}
-	if key != "" {
+	// Kept only when the field manager's own time stamp fell in the
+	// key's second: one taken across a second's turn would give later
+	// writes of that second a time up to a second ahead.
+	if key != "" && trackedNow().Unix() == now.Unix() {
 		trackedResults.put(key, trackedResult{fm: fm, managedFields: copyResult(r.managedFields), ok: r.ok})
 	}
 }
