@@ -121,7 +121,7 @@ func (rep *report) withPassed() *schemas.Status {
 	if rep.details != nil && rep.st.Details == nil {
 		// Built once (st is shared by the report's copies; the
 		// reporter's goroutine alone sends).
-		rep.st.Details = details(*rep.details)
+		rep.st.Details = details(rep.details)
 	}
 	if len(rep.passed) == 0 {
 		return rep.st
