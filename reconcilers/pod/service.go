@@ -209,7 +209,10 @@ func (s *StatusService) HandleBatch(ctx context.Context, node string, reports []
 				if errs[c.idx[c.next]] != nil {
 					continue // an earlier incarnation's
 				}
-				next := proto.CloneOf(c.evs[c.next].GetObject().GetStatus())
+				// The batch decoded the event and owns it: its status is
+				// written as is, with the goal and stamps set (slow, and
+				// Handle in it, set both again from fresh state).
+				next := c.evs[c.next].GetObject().GetStatus()
 				next.Goal = c.goal
 				stamp(next, c.prev, now())
 				if proto.Equal(next, c.prev) {
