@@ -126,7 +126,12 @@ func (rep *report) withPassed() *schemas.Status {
 	if len(rep.passed) == 0 {
 		return rep.st
 	}
+	// A copy of the status but for its details, which it shares: they
+	// are only read once built, and copying them was most of the copy.
+	d := rep.st.Details
+	rep.st.Details = nil
 	st := proto.CloneOf(rep.st)
+	rep.st.Details, st.Details = d, d
 	passed := &schemas.Condition{Type: ConditionPassed, Status: "True", Reason: "Coalesced", Message: strings.Join(rep.passed, ", ")}
 	st.Conditions = append([]*schemas.Condition{passed}, st.Conditions...)
 	return st

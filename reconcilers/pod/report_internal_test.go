@@ -68,7 +68,14 @@ func TestCoalescedReportRecordsPassedStatesFirst(t *testing.T) {
 	if len(q) != 1 {
 		t.Fatalf("%d reports", len(q))
 	}
+	before := proto.CloneOf(q[0].st)
 	st := q[0].withPassed()
+	if st.GetDetails() == nil || !proto.Equal(st.GetDetails(), before.GetDetails()) {
+		t.Fatalf("details sent %v, want %v", st.GetDetails(), before.GetDetails())
+	}
+	if !proto.Equal(q[0].st, before) {
+		t.Fatalf("the queued status was changed: %v", q[0].st)
+	}
 	if got := Passed(st); len(got) != 1 || got[0] != "Registered" {
 		t.Fatalf("passed %v", got)
 	}
