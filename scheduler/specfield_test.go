@@ -57,7 +57,7 @@ func specSeeds(tb testing.TB) [][]byte {
 		marshal(map[string]any{"nodeName": map[string]any{"x": "y"}}),
 		marshal(map[string]any{"other": "x"}),
 		append(entry("nodeName", strValue("n1")), entry("nodeName", strValue("n2"))...), // the later entry wins
-		append(entry("nodeName", strValue("n1")), entry("nodeName", nil)...),             // … even with no kind
+		append(entry("nodeName", strValue("n1")), entry("nodeName", nil)...),            // … even with no kind
 		entry("nodeName", boolThenString),
 		entry("nodeName", stringThenNull),
 		entry("nodeName", wrongWire), // a kind with the wrong wire type is an unknown field
