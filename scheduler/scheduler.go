@@ -276,13 +276,14 @@ func (s *Scheduler) apply(kind string, c projections.Change) {
 			s.cache.RemoveNode(c.Key.Name)
 			return
 		}
-		node, err := NodeFromObject(changeObject(c))
+		obj := changeObject(c)
+		node, err := NodeFromObject(obj)
 		if err != nil {
 			s.cfg.Logger.Warn("scheduler: node ignored", "node", c.Key.Name, "err", err)
 			s.cache.RemoveNode(c.Key.Name)
 			return
 		}
-		s.cache.SetNode(node, c.Object.GetMetadata().GetResourceVersion())
+		s.cache.SetNode(node, obj.GetMetadata().GetResourceVersion())
 	case "Pod":
 		key := c.Key.Namespace + "/" + c.Key.Name
 		status := c.Object.GetStatus()
