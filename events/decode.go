@@ -466,7 +466,9 @@ func validFields(b []byte, depth int, check func(protowire.Number, protowire.Typ
 	}
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+		if n < 0 || num > protowire.MaxValidNumber {
+			// proto.Unmarshal refuses field numbers past 2^29-1, which
+			// ConsumeTag reads.
 			return false
 		}
 		b = b[n:]
@@ -483,3 +485,7 @@ func validFields(b []byte, depth int, check func(protowire.Number, protowire.Typ
 	}
 	return true
 }
+
+// ValidStruct reports whether b is an encoded google.protobuf.Struct that
+// proto.Unmarshal accepts (see validStruct), without decoding it.
+func ValidStruct(b []byte) bool { return validStruct(b, 0) }

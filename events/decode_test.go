@@ -191,9 +191,16 @@ func TestRecordLeavesDetailOut(t *testing.T) {
 	noDetail, _ := proto.Marshal(&schemas.Event{Id: "e", Key: &schemas.ObjectKey{Kind: "Pod", Name: "p"}})
 	cutShort := protowire.AppendTag(append([]byte(nil), noDetail...), 9, protowire.BytesType)
 	cutShort = protowire.AppendBytes(cutShort, cut)
+	// A Struct holding a field numbered past 2^29-1, which the wire
+	// format's tag can carry but proto.Unmarshal refuses.
+	farField := protowire.AppendTag(nil, protowire.MaxValidNumber+1, protowire.VarintType)
+	farField = protowire.AppendVarint(farField, 1)
+	far := protowire.AppendTag(append([]byte(nil), noDetail...), 9, protowire.BytesType)
+	far = protowire.AppendBytes(far, farField)
 	for name, bad := range map[string][]byte{
-		"invalid UTF-8": bytes.Replace(data, []byte("n1=3"), []byte{'n', 0xff, '=', '3'}, 1),
-		"cut short":     cutShort,
+		"invalid UTF-8":         bytes.Replace(data, []byte("n1=3"), []byte{'n', 0xff, '=', '3'}, 1),
+		"cut short":             cutShort,
+		"field number too high": far,
 	} {
 		if err := proto.Unmarshal(bad, new(schemas.Event)); err == nil {
 			t.Fatalf("%s: proto.Unmarshal accepts it", name)

@@ -260,3 +260,78 @@ func TestKeysWhereIsKeysFiltered(t *testing.T) {
 		t.Fatalf("KeysWhere: %v at %d; want %v at %d", got, gotSeq, want, seq)
 	}
 }
+
+// A watch of records sees the same changes as Watch, each with the
+// store's record (spec encoded) in place of a decoded object: from 0
+// (the list), from a sequence (the window) and live.
+func TestWatchRecords(t *testing.T) {
+	spec, err := structpb.NewStruct(map[string]any{"nodeName": "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := proto.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStore(StoreOptions{})
+	for i := uint64(1); i <= 3; i++ {
+		ev := applied(i, fmt.Sprint("o", i), map[string]string{"app": "web"})
+		ev.Object.Spec = enc
+		s.Apply(ev)
+	}
+	describe := func(c Change) string {
+		return fmt.Sprintf("%s %s %d", c.Type, c.Key.Name, c.Sequence)
+	}
+	take := func(t *testing.T, objs, recs <-chan Change, n int) {
+		t.Helper()
+		for range n {
+			var o, r Change
+			select {
+			case o = <-objs:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no change from Watch")
+			}
+			select {
+			case r = <-recs:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no change from WatchRecords")
+			}
+			if describe(o) != describe(r) || r.Object != nil || o.Record != nil {
+				t.Fatalf("Watch sent %s (record %v), WatchRecords %s (object %v)", describe(o), o.Record != nil, describe(r), r.Object != nil)
+			}
+			if r.Record == nil || !proto.Equal(ObjectOf(r.Record), o.Object) {
+				t.Fatalf("%s: record decodes to %v, Watch sent %v", describe(r), ObjectOf(r.Record), o.Object)
+			}
+		}
+	}
+	for _, from := range []uint64{0, 1} {
+		objs, stopO, err := s.Watch(Query{Kind: "ConfigMap"}, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, stopR, err := s.WatchRecords(Query{Kind: "ConfigMap"}, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 3
+		if from == 1 {
+			want = 2
+		}
+		take(t, objs, recs, want)
+		stopO()
+		stopR()
+	}
+	objs, stopO, err := s.Watch(Query{Kind: "ConfigMap"}, s.Seq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopO()
+	recs, stopR, err := s.WatchRecords(Query{Kind: "ConfigMap"}, s.Seq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopR()
+	s.Apply(typed(4, "o1", schemas.EventType_EVENT_TYPE_STATUS_CHANGED))
+	s.Apply(typed(5, "o2", schemas.EventType_EVENT_TYPE_FINALIZED))
+	take(t, objs, recs, 2)
+}

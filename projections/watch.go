@@ -27,6 +27,10 @@ type Change struct {
 	// Event is the event that caused the change, for logging and audit
 	// (nil for the current objects a watch from 0 starts with).
 	Event *schemas.EventRecord
+	// Record is the state as the store keeps it, its spec still encoded,
+	// set in place of Object by WatchRecords (nil from Watch). It is the
+	// store's own: read it, never change it.
+	Record *schemas.ObjectRecord
 }
 
 // change is a Change as the store keeps it, with the object's spec still
@@ -42,6 +46,11 @@ type change struct {
 
 func (c change) decode(typ ChangeType) Change {
 	return Change{Type: typ, Key: c.key, Object: ObjectOf(c.rec), Sequence: c.seq, Event: c.event}
+}
+
+// record is c for a watcher of records: nothing decoded.
+func (c change) record(typ ChangeType) Change {
+	return Change{Type: typ, Key: c.key, Record: c.rec, Sequence: c.seq, Event: c.event}
 }
 
 // as says how a watcher with query q sees c, if at all. An object whose
@@ -97,8 +106,9 @@ type watchHub struct {
 }
 
 type watcher struct {
-	q  Query
-	ch chan Change
+	q       Query
+	ch      chan Change
+	records bool // WatchRecords: Record set, Object not decoded
 }
 
 func newWatchHub(window int) watchHub {
@@ -119,12 +129,17 @@ func (h *watchHub) publish(c change) {
 		if !ok {
 			continue
 		}
-		if decoded == nil {
-			d := c.decode(typ)
-			decoded = &d
+		var out Change
+		if w.records {
+			out = c.record(typ)
+		} else {
+			if decoded == nil {
+				d := c.decode(typ)
+				decoded = &d
+			}
+			out = *decoded
+			out.Type = typ
 		}
-		out := *decoded
-		out.Type = typ
 		select {
 		case w.ch <- out:
 		default:
@@ -172,6 +187,17 @@ const WatchBuffer = 4096
 // watcher falls more than WatchBuffer changes behind; the receiver resumes
 // from the last Sequence it saw.
 func (s *Store) Watch(q Query, from uint64) (changes <-chan Change, stop func(), err error) {
+	return s.watchFor(q, from, false)
+}
+
+// WatchRecords is Watch with each change's state in Change.Record, its
+// spec left encoded, and Object nil: for a watcher that reads most
+// changes' specs seldom or only in part (ObjectOf decodes one).
+func (s *Store) WatchRecords(q Query, from uint64) (changes <-chan Change, stop func(), err error) {
+	return s.watchFor(q, from, true)
+}
+
+func (s *Store) watchFor(q Query, from uint64, records bool) (changes <-chan Change, stop func(), err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.bulk {
@@ -185,7 +211,12 @@ func (s *Store) Watch(q Query, from uint64) (changes <-chan Change, stop func(),
 		// that would skip the objects it never got.
 		keys := s.match(q)
 		for i, k := range keys {
-			c := Change{Type: Added, Key: k, Object: ObjectOf(s.objects[k])}
+			c := Change{Type: Added, Key: k}
+			if records {
+				c.Record = s.objects[k]
+			} else {
+				c.Object = ObjectOf(s.objects[k])
+			}
 			if i == len(keys)-1 {
 				c.Sequence = s.seq
 			}
@@ -197,7 +228,11 @@ func (s *Store) Watch(q Query, from uint64) (changes <-chan Change, stop func(),
 			return nil, nil, err
 		}
 		for _, c := range past {
-			if typ, ok := c.as(q); ok {
+			if typ, ok := c.as(q); !ok {
+				continue
+			} else if records {
+				backlog = append(backlog, c.record(typ))
+			} else {
 				backlog = append(backlog, c.decode(typ))
 			}
 		}
@@ -209,7 +244,7 @@ func (s *Store) Watch(q Query, from uint64) (changes <-chan Change, stop func(),
 	h := &s.watch
 	id := h.nextID
 	h.nextID++
-	h.members[id] = &watcher{q: q, ch: ch}
+	h.members[id] = &watcher{q: q, ch: ch, records: records}
 	stop = func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()

@@ -20,8 +20,11 @@ import (
 // details in v1.PodStatus shape) to a v1.Pod.
 func PodFromObject(o *schemas.Object) (*v1.Pod, error) {
 	pod := &v1.Pod{ObjectMeta: metaOf(o.GetMetadata())}
-	if err := structInto(o.GetSpec(), &pod.Spec); err != nil {
-		return nil, fmt.Errorf("pod %s/%s: spec: %w", pod.Namespace, pod.Name, err)
+	if !podSpecFast(o.GetSpec(), &pod.Spec) {
+		pod.Spec = v1.PodSpec{}
+		if err := structInto(o.GetSpec(), &pod.Spec); err != nil {
+			return nil, fmt.Errorf("pod %s/%s: spec: %w", pod.Namespace, pod.Name, err)
+		}
 	}
 	if err := structInto(o.GetStatus().GetDetails(), &pod.Status); err != nil {
 		return nil, fmt.Errorf("pod %s/%s: status: %w", pod.Namespace, pod.Name, err)

@@ -167,6 +167,16 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	return err
 }
 
+// SyncCache brings the cache to the projection's current sequence now, as
+// the next cycle would (opening the watches, whose first listing holds
+// every node and pod), and returns that sequence: kube-scheduler's
+// WaitForCacheSync. Cycles do not need it.
+func (s *Scheduler) SyncCache() (uint64, error) {
+	s.cycleMu.Lock()
+	defer s.cycleMu.Unlock()
+	return s.sync()
+}
+
 // watch is the cache's watch of one kind.
 type watch struct {
 	kind    string
@@ -176,9 +186,21 @@ type watch struct {
 	pending *projections.Change // the first change past the last sync's sequence
 }
 
+// RecordState is a State that can hand changes with their specs still
+// encoded (projections.Store.WatchRecords). The scheduler watches so when
+// it can: most pod changes it sees are its own Bound events, which it
+// confirms by the node name alone.
+type RecordState interface {
+	WatchRecords(q projections.Query, from uint64) (<-chan projections.Change, func(), error)
+}
+
 func (w *watch) open(st State) error {
+	watch := st.Watch
+	if rs, ok := st.(RecordState); ok {
+		watch = rs.WatchRecords
+	}
 	for {
-		ch, stop, err := st.Watch(projections.Query{Kind: w.kind}, w.from)
+		ch, stop, err := watch(projections.Query{Kind: w.kind}, w.from)
 		if errors.Is(err, projections.ErrGone) && w.from != 0 {
 			// The store no longer holds the changes since from: list
 			// again. (Objects deleted meanwhile stay in the cache until
@@ -254,38 +276,64 @@ func (s *Scheduler) apply(kind string, c projections.Change) {
 			s.cache.RemoveNode(c.Key.Name)
 			return
 		}
-		node, err := NodeFromObject(c.Object)
+		obj := changeObject(c)
+		node, err := NodeFromObject(obj)
 		if err != nil {
 			s.cfg.Logger.Warn("scheduler: node ignored", "node", c.Key.Name, "err", err)
 			s.cache.RemoveNode(c.Key.Name)
 			return
 		}
-		s.cache.SetNode(node, c.Object.GetMetadata().GetResourceVersion())
+		s.cache.SetNode(node, obj.GetMetadata().GetResourceVersion())
 	case "Pod":
 		key := c.Key.Namespace + "/" + c.Key.Name
-		if c.Type == projections.Deleted || c.Object.GetStatus().GetGoal() == projections.GoalDeleted {
+		status := c.Object.GetStatus()
+		if c.Record != nil {
+			status = c.Record.GetStatus()
+		}
+		if c.Type == projections.Deleted || status.GetGoal() == projections.GoalDeleted {
 			s.cache.RemovePod(key)
 			s.unschedMu.Lock()
 			delete(s.unsched, c.Key)
 			s.unschedMu.Unlock()
 			return
 		}
-		rev := c.Object.GetMetadata().GetResourceVersion()
 		// The common change is a pod's own Bound event: confirm its
-		// assumption without converting the object (this runs under the
-		// cycle lock, once per pod placed).
-		node := c.Object.GetSpec().GetFields()["nodeName"].GetStringValue()
-		phase := c.Object.GetStatus().GetDetails().GetFields()["phase"].GetStringValue()
+		// assumption without converting the object, or decoding its spec
+		// when the watch hands records (this runs under the cycle lock,
+		// once per pod placed).
+		var rev uint64
+		var node string
+		if c.Record != nil {
+			rev = c.Record.GetMetadata().GetResourceVersion()
+			var ok bool
+			if node, ok = specString(c.Record.GetSpec(), "nodeName"); !ok {
+				c.Object = projections.ObjectOf(c.Record)
+			}
+		}
+		if c.Object != nil {
+			rev = c.Object.GetMetadata().GetResourceVersion()
+			node = c.Object.GetSpec().GetFields()["nodeName"].GetStringValue()
+		}
+		phase := status.GetDetails().GetFields()["phase"].GetStringValue()
 		if phase != string(v1.PodSucceeded) && phase != string(v1.PodFailed) && s.cache.ConfirmAssumed(key, node, rev) {
 			return
 		}
-		pod, err := PodFromObject(c.Object)
+		pod, err := PodFromObject(changeObject(c))
 		if err != nil {
 			s.cache.RemovePod(key)
 			return
 		}
 		s.cache.SetPod(pod, rev)
 	}
+}
+
+// changeObject is c's object, decoded from its record for a watch of
+// records.
+func changeObject(c projections.Change) *schemas.Object {
+	if c.Object == nil && c.Record != nil {
+		return projections.ObjectOf(c.Record)
+	}
+	return c.Object
 }
 
 // ProfileName is the profile a pod asks for: its schedulerName, with

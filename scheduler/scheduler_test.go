@@ -195,3 +195,45 @@ func TestBurstsNeverOvercommit(t *testing.T) {
 		})
 	}
 }
+
+// The cache follows the projection's records: nodes at their resource
+// versions, a pod's own Bound confirmed (not converted again), a node's
+// change seen, a bound pod's deletion freeing its room.
+func TestCacheFollowsRecords(t *testing.T) {
+	c := newCluster(t, nil)
+	c.apply(fixtureNode(t, "n1", attrs([]string{"cpu=2"}), 0), fixturePod(t, "default/a", attrs([]string{"cpu=1500m"}), 0))
+	seq, err := c.sched.SyncCache()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq != c.store.Seq() {
+		t.Fatalf("SyncCache at %d, projection at %d", seq, c.store.Seq())
+	}
+	n1 := projections.Key{Kind: "Node", Name: "n1"}
+	if got, want := c.sched.Cache().NodeRevision("n1"), c.store.Get(n1).GetMetadata().GetResourceVersion(); got != want || got == 0 {
+		t.Fatalf("cache holds n1 at revision %d, projection at %d", got, want)
+	}
+	if _, err := c.sched.Schedule(context.Background(), c.pod("default", "a")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitBound([]projections.Key{{Kind: "Pod", Namespace: "default", Name: "a"}})
+	if _, err := c.sched.SyncCache(); err != nil {
+		t.Fatal(err)
+	}
+	snap := c.sched.Cache().Snapshot()
+	ni := snap.Get("n1")
+	if ni == nil || len(ni.Pods) != 1 || ni.Pods[0].Pod.Name != "a" {
+		t.Fatalf("n1 in the cache: %+v", ni)
+	}
+	c.apply(fixtureNode(t, "n1", attrs([]string{"cpu=3"}), 0))
+	if _, err := c.sched.SyncCache(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.sched.Cache().NodeRevision("n1"), c.store.Get(n1).GetMetadata().GetResourceVersion(); got != want {
+		t.Fatalf("after n1 changed the cache holds revision %d, projection %d", got, want)
+	}
+	ni = c.sched.Cache().Snapshot().Get("n1")
+	if ni == nil || ni.Allocatable.MilliCPU != 3000 || len(ni.Pods) != 1 {
+		t.Fatalf("n1 after its change: %+v", ni)
+	}
+}
