@@ -306,7 +306,7 @@ func (s *Scheduler) apply(kind string, c projections.Change) {
 		if c.Record != nil {
 			rev = c.Record.GetMetadata().GetResourceVersion()
 			var ok bool
-			if node, ok = specString(c.Record.GetSpec(), "nodeName"); !ok {
+			if node, ok = events.SpecString(c.Record.GetSpec(), "nodeName"); !ok {
 				c.Object = projections.ObjectOf(c.Record)
 			}
 		}

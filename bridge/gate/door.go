@@ -4,8 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"google.golang.org/protobuf/encoding/protowire"
-
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
@@ -102,80 +100,10 @@ func recordTarget(k projections.Key, r *schemas.ObjectRecord) Target {
 		t.Exists, t.Owner, t.AllowAdoption = true, ann[AnnotationOwner], ann[AnnotationAllowAdoption]
 		t.Deleting = r.GetStatus().GetGoal() == projections.GoalDeleted
 		if k.Kind == podKind {
-			t.BoundTo = specString(r.GetSpec(), "nodeName")
+			t.BoundTo, _ = events.SpecString(r.GetSpec(), "nodeName")
 		}
 	}
 	return t
-}
-
-// specString is the string value of the top-level field of an encoded
-// spec (a google.protobuf.Struct), "" when it has none, read without
-// decoding the rest.
-func specString(spec []byte, field string) string {
-	for len(spec) > 0 {
-		num, typ, n := protowire.ConsumeTag(spec)
-		if n < 0 {
-			return ""
-		}
-		spec = spec[n:]
-		if num != 1 || typ != protowire.BytesType { // Struct.fields
-			if n = protowire.ConsumeFieldValue(num, typ, spec); n < 0 {
-				return ""
-			}
-			spec = spec[n:]
-			continue
-		}
-		entry, n := protowire.ConsumeBytes(spec)
-		if n < 0 {
-			return ""
-		}
-		spec = spec[n:]
-		var key string
-		var value []byte
-		for len(entry) > 0 {
-			num, typ, n := protowire.ConsumeTag(entry)
-			if n < 0 {
-				return ""
-			}
-			entry = entry[n:]
-			switch {
-			case num == 1 && typ == protowire.BytesType:
-				b, m := protowire.ConsumeBytes(entry)
-				key, n = string(b), m
-			case num == 2 && typ == protowire.BytesType:
-				value, n = protowire.ConsumeBytes(entry)
-			default:
-				n = protowire.ConsumeFieldValue(num, typ, entry)
-			}
-			if n < 0 {
-				return ""
-			}
-			entry = entry[n:]
-		}
-		if key != field {
-			continue
-		}
-		for len(value) > 0 { // google.protobuf.Value
-			num, typ, n := protowire.ConsumeTag(value)
-			if n < 0 {
-				return ""
-			}
-			value = value[n:]
-			if num == 3 && typ == protowire.BytesType { // string_value
-				b, m := protowire.ConsumeBytes(value)
-				if m < 0 {
-					return ""
-				}
-				return string(b)
-			}
-			if n = protowire.ConsumeFieldValue(num, typ, value); n < 0 {
-				return ""
-			}
-			value = value[n:]
-		}
-		return ""
-	}
-	return ""
 }
 
 // Append checks and appends one entry.

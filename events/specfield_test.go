@@ -1,4 +1,4 @@
-package scheduler
+package events
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// specStringSlow is what specString must equal: the spec decoded.
+// specStringSlow is what SpecString must equal: the spec decoded.
 func specStringSlow(spec []byte, key string) (string, bool) {
 	s := new(structpb.Struct)
 	if err := proto.Unmarshal(spec, s); err != nil {
@@ -56,8 +56,9 @@ func specSeeds(tb testing.TB) [][]byte {
 		marshal(map[string]any{"nodeName": 3.0}),
 		marshal(map[string]any{"nodeName": map[string]any{"x": "y"}}),
 		marshal(map[string]any{"other": "x"}),
-		append(entry("nodeName", strValue("n1")), entry("nodeName", strValue("n2"))...), // the later entry wins
-		append(entry("nodeName", strValue("n1")), entry("nodeName", nil)...),            // … even with no kind
+		marshal(map[string]any{"template": map[string]any{"nodeName": "n1"}, "containers": []any{map[string]any{"nodeName": "inner"}}}), // nested only
+		append(entry("nodeName", strValue("n1")), entry("nodeName", strValue("n2"))...),                                                 // the later entry wins
+		append(entry("nodeName", strValue("n1")), entry("nodeName", nil)...),                                                            // … even with no kind
 		entry("nodeName", boolThenString),
 		entry("nodeName", stringThenNull),
 		entry("nodeName", wrongWire), // a kind with the wrong wire type is an unknown field
@@ -71,10 +72,10 @@ func specSeeds(tb testing.TB) [][]byte {
 
 func TestSpecString(t *testing.T) {
 	for i, spec := range specSeeds(t) {
-		got, ok := specString(spec, "nodeName")
+		got, ok := SpecString(spec, "nodeName")
 		want, wantOK := specStringSlow(spec, "nodeName")
 		if got != want || ok != wantOK {
-			t.Errorf("seed %d (%x): specString = %q, %v; decoded: %q, %v", i, spec, got, ok, want, wantOK)
+			t.Errorf("seed %d (%x): SpecString = %q, %v; decoded: %q, %v", i, spec, got, ok, want, wantOK)
 		}
 	}
 }
@@ -86,10 +87,10 @@ func FuzzSpecString(f *testing.F) {
 		f.Add(s, "nodeName")
 	}
 	f.Fuzz(func(t *testing.T, spec []byte, key string) {
-		got, ok := specString(spec, key)
+		got, ok := SpecString(spec, key)
 		want, wantOK := specStringSlow(spec, key)
 		if ok != wantOK || (ok && got != want) {
-			t.Fatalf("specString(%x, %q) = %q, %v; decoded: %q, %v", spec, key, got, ok, want, wantOK)
+			t.Fatalf("SpecString(%x, %q) = %q, %v; decoded: %q, %v", spec, key, got, ok, want, wantOK)
 		}
 	})
 }

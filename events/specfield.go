@@ -1,12 +1,8 @@
-package scheduler
+package events
 
-import (
-	"google.golang.org/protobuf/encoding/protowire"
+import "google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/jetplane/jetplane/events"
-)
-
-// specString reads the top-level string key of an encoded spec (a
+// SpecString reads the top-level string key of an encoded spec (a
 // google.protobuf.Struct) as
 //
 //	proto.Unmarshal(spec, s); s.GetFields()[key].GetStringValue()
@@ -17,8 +13,8 @@ import (
 // does, a later entry of the same key replaces an earlier one, a value's
 // later kind replaces an earlier one, and fields it does not know are
 // skipped.
-func specString(spec []byte, key string) (string, bool) {
-	if !events.ValidStruct(spec) {
+func SpecString(spec []byte, key string) (string, bool) {
+	if !ValidStruct(spec) {
 		return "", false
 	}
 	var out string
