@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -51,16 +53,34 @@ func TestForegroundDeletionKeepsTheOwnerUntilItsDependentsAreGone(t *testing.T) 
 		refs[0].UID != d0.UID || refs[0].Controller == nil || !*refs[0].Controller || refs[0].BlockOwnerDeletion == nil || !*refs[0].BlockOwnerDeletion {
 		t.Fatalf("the ReplicaSet's ownerReferences %+v; want the Deployment (uid %s) as its controller", refs, d0.UID)
 	}
+	// Watched from before the delete: the dependents may be gone, and the
+	// Deployment with them, before a read after the delete could see it
+	// terminating, so the watch is what shows the state it passed through.
+	w, err := cs.AppsV1().Deployments("default").Watch(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=web", ResourceVersion: d0.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
 	fg := metav1.DeletePropagationForeground
 	if err := cs.AppsV1().Deployments("default").Delete(t.Context(), "web", metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := cs.AppsV1().Deployments("default").Get(t.Context(), "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("the Deployment left at once: %v", err)
+	terminating := false
+	for ev := range w.ResultChan() {
+		d, ok := ev.Object.(*appsv1.Deployment)
+		if !ok {
+			t.Fatalf("watch event %s of %T", ev.Type, ev.Object)
+		}
+		if ev.Type == watch.Deleted {
+			break
+		}
+		if d.DeletionTimestamp != nil && slices.Contains(d.Finalizers, "foregroundDeletion") {
+			terminating = true
+			break
+		}
 	}
-	if d.DeletionTimestamp == nil || !slices.Contains(d.Finalizers, "foregroundDeletion") {
-		t.Fatalf("deletionTimestamp %v, finalizers %v; want a time and foregroundDeletion", d.DeletionTimestamp, d.Finalizers)
+	if !terminating {
+		t.Fatal("the Deployment was deleted without first showing a deletionTimestamp and the foregroundDeletion finalizer")
 	}
 	// Read the owner first: once it is gone, nothing it owned may remain.
 	c.poll("the Deployment gone", time.Minute, func() bool {
