@@ -1,12 +1,14 @@
 package reconcilers
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jetplane/jetplane/projections"
@@ -143,4 +145,23 @@ func sameStatus(prev, next *schemas.Status) bool {
 
 func describe(blocked []string) string {
 	return fmt.Sprintf("waiting for dependencies: %s", strings.Join(blocked, "; "))
+}
+
+// DetailsOf turns a value of a Kubernetes status type (a v1.PodStatus, an
+// apps/v1 DeploymentStatus) into Status.details, through its JSON
+// encoding: the fields as Kubernetes shows them.
+func DetailsOf(v any) *structpb.Struct {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		panic(err)
+	}
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		panic(err)
+	}
+	return s
 }

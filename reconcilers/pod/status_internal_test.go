@@ -1,36 +1,16 @@
 package pod
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/jetplane/jetplane/reconcilers"
 	sm "github.com/jetplane/jetplane/reconcilers/statemachine"
 	"github.com/jetplane/jetplane/schemas/podspec"
 )
-
-// detailsJSON is Status.details made through the v1 status's JSON
-// encoding, as they were made before details built them directly: what
-// details must equal.
-func detailsJSON(v any) *structpb.Struct {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		panic(err)
-	}
-	s, err := structpb.NewStruct(m)
-	if err != nil {
-		panic(err)
-	}
-	return s
-}
 
 // TestDetailsAsJSON checks the details built directly against the v1
 // status's JSON for every state a pod enters, with and without exits
@@ -68,7 +48,7 @@ func TestDetailsAsJSON(t *testing.T) {
 						run.Started, run.LastStart, run.Exits, run.Restarts = started, started, ex, n%4
 						run.Digests = map[string]string{"main": "sha256:aa", "b": "sha256:bb"}
 						_, ps := enteredStatus(s, run)
-						got, want := details(ps), detailsJSON(ps)
+						got, want := details(ps), reconcilers.DetailsOf(ps)
 						if !proto.Equal(got, want) {
 							t.Fatalf("%s, %d containers, exits %v, policy %q:\ngot  %v\nwant %v", sm.Name(s), len(cs), ex, pol, got, want)
 						}
@@ -76,7 +56,7 @@ func TestDetailsAsJSON(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						if !proto.Equal(detailsJSON(back), want) {
+						if !proto.Equal(reconcilers.DetailsOf(back), want) {
 							t.Fatalf("%s: read back as %+v", sm.Name(s), back)
 						}
 						n++
@@ -103,7 +83,7 @@ func BenchmarkDetails(b *testing.B) {
 	b.Run("json", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			detailsJSON(ps)
+			reconcilers.DetailsOf(ps)
 		}
 	})
 }

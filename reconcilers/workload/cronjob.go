@@ -220,7 +220,7 @@ func (r *Reconciler) cronJob(ctx context.Context, obj *schemas.Object) (reconcil
 		st.Active = append(st.Active, corev1.ObjectReference{APIVersion: "batch/v1", Kind: "Job", Namespace: k.Namespace, Name: j.GetMetadata().GetName()})
 	}
 	slices.SortFunc(st.Active, func(a, b corev1.ObjectReference) int { return strings.Compare(a.Name, b.Name) })
-	res := reconcilers.Result{Details: details(st), Phase: PhaseScheduled}
+	res := reconcilers.Result{Details: reconcilers.DetailsOf(st), Phase: PhaseScheduled}
 	switch {
 	case spec.Suspend != nil && *spec.Suspend:
 		res.Phase, res.Message = PhaseSuspended, "suspended: no Job starts"

@@ -139,7 +139,7 @@ func (r *Reconciler) daemonSet(ctx context.Context, obj *schemas.Object) (reconc
 			return reconcilers.Result{}, err
 		}
 	}
-	res := reconcilers.Result{Details: details(st), Phase: reconcilers.PhaseReady,
+	res := reconcilers.Result{Details: reconcilers.DetailsOf(st), Phase: reconcilers.PhaseReady,
 		Message: fmt.Sprintf("%d of %d nodes ready", st.NumberReady, st.DesiredNumberScheduled)}
 	if st.NumberReady < st.DesiredNumberScheduled || st.UpdatedNumberScheduled < st.DesiredNumberScheduled {
 		res.Phase = PhaseProgressing

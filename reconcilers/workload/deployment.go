@@ -378,7 +378,7 @@ func (r *Reconciler) deploymentStatus(k projections.Key, obj *schemas.Object, sp
 		{Type: appsv1.DeploymentAvailable, Status: avail, Reason: availReason, Message: availMsg},
 		{Type: appsv1.DeploymentProgressing, Status: prog, Reason: progReason, Message: progMsg},
 	}
-	res.Details = details(st)
+	res.Details = reconcilers.DetailsOf(st)
 	res.Message = fmt.Sprintf("%d/%d ready, %d up to date, %d available", st.ReadyReplicas, desired, st.UpdatedReplicas, st.AvailableReplicas)
 	res.Conditions = []*schemas.Condition{
 		{Type: ConditionAvailable, Status: string(avail), Reason: availReason, Message: availMsg},

@@ -174,7 +174,7 @@ func (r *Reconciler) job(ctx context.Context, obj *schemas.Object) (reconcilers.
 		res.Message = fmt.Sprintf("%d active, %d of %d succeeded, %d failed", st.Active, st.Succeeded, completions, st.Failed)
 		res.Conditions = notReady(PhaseRunning, res.Message)
 	}
-	res.Details = details(st)
+	res.Details = reconcilers.DetailsOf(st)
 	return res, nil
 }
 

@@ -91,7 +91,7 @@ func (r *Reconciler) replicaSet(ctx context.Context, obj *schemas.Object) (recon
 			}
 		}
 	}
-	res := reconcilers.Result{Details: details(st), RequeueAfter: requeue, Phase: reconcilers.PhaseReady}
+	res := reconcilers.Result{Details: reconcilers.DetailsOf(st), RequeueAfter: requeue, Phase: reconcilers.PhaseReady}
 	if int(st.AvailableReplicas) < want || len(active) != want {
 		res.Phase = PhaseScaling
 		res.Conditions = notReady("Scaling", fmt.Sprintf("%d of %d pods available", st.AvailableReplicas, want))

@@ -513,23 +513,6 @@ func podAvailable(p *schemas.Object, minReady time.Duration, now time.Time) bool
 	return minReady <= 0 || !since.Add(minReady).After(now)
 }
 
-// details turns a v1 status into Status.details.
-func details(v any) *structpb.Struct {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		panic(err)
-	}
-	s, err := structpb.NewStruct(m)
-	if err != nil {
-		panic(err)
-	}
-	return s
-}
-
 func int32Or(p *int32, def int32) int32 {
 	if p == nil {
 		return def
