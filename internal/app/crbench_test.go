@@ -57,51 +57,21 @@ func crbenchBinary(tb testing.TB) string {
 	return sameClientBin
 }
 
-// crBurst is one crbench run: what crbench printed (its CPU per object
-// covers its own process and the servers' over the burst, from the first
-// create to the last status write) and the same CPU apart, per object:
-// the servers' processes and the controller's, each over the controller's
-// whole run (its start, the definition, the cache's list and sync, the
-// burst). The parts are measured by this process, not by crbench.
+// crBurst is one crbench run as it printed it: CPU per object over the
+// burst (from the first create to the last status write), of the
+// servers' processes and the controller's together and apart.
 type crBurst struct {
 	kubeBurst
 	// ServerCPUMs is the CPU per object of the processes pids (etcd and
 	// kube-apiserver, or jetplane's).
-	ServerCPUMs float64
+	ServerCPUMs float64 `json:"server_cpu_ms_per_object"`
 	// ControllerCPUMs is the CPU per object of crbench's process.
-	ControllerCPUMs float64
+	ControllerCPUMs float64 `json:"controller_cpu_ms_per_object"`
 }
 
 // cores is how many cores the burst kept busy on average: CPU per
 // object (servers and controller) times objects per second.
 func (r crBurst) cores() float64 { return r.CPUMsPerObj * r.ObjectsPerS / 1000 }
-
-// pidsCPU is the user+system CPU time of the processes pids, read from
-// /proc (this process's own through getrusage: it includes every thread).
-func pidsCPU(pids []int) time.Duration {
-	var total time.Duration
-	for _, pid := range pids {
-		if pid == os.Getpid() {
-			total += cpuTime()
-			continue
-		}
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		// After the command name (which may hold spaces): utime is the
-		// 14th field, stime the 15th, in clock ticks (100 a second).
-		s := string(data)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		if len(f) < 13 {
-			continue
-		}
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		total += time.Duration(ut+st) * 10 * time.Millisecond
-	}
-	return total
-}
 
 // runCRBench runs the controller-runtime controller of crbench against
 // the API server of kubeconfig with a burst of n objects; the CPU of the
@@ -116,18 +86,14 @@ func runCRBench(tb testing.TB, kubeconfig string, n int, pids []int) crBurst {
 		"--pids", strings.Join(ps, ","))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	server0 := pidsCPU(pids)
 	out, err := cmd.Output()
-	server := pidsCPU(pids) - server0
 	if err != nil {
 		tb.Fatalf("crbench: %v\n%s", err, stderr.String())
 	}
 	var r crBurst
-	if err := json.Unmarshal(out, &r.kubeBurst); err != nil {
+	if err := json.Unmarshal(out, &r); err != nil {
 		tb.Fatalf("crbench printed %q: %v", out, err)
 	}
-	r.ServerCPUMs = msPerObject(server, n)
-	r.ControllerCPUMs = msPerObject(cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime(), n)
 	return r
 }
 

@@ -45,14 +45,18 @@ var gvk = schema.GroupVersionKind{Group: "bench.jetplane.dev", Version: "v1", Ki
 const namespace = "default"
 
 type result struct {
-	Objects      int     `json:"objects"`
-	ObjectsPerS  float64 `json:"objects_per_s"`
-	P50Ms        float64 `json:"p50_ms"`
-	P99Ms        float64 `json:"p99_ms"`
-	CPUMsPerObj  float64 `json:"cpu_ms_per_object"`
-	Workers      int     `json:"workers"`
-	Creators     int     `json:"creators"`
-	StatusWrites int64   `json:"status_writes"`
+	Objects     int     `json:"objects"`
+	ObjectsPerS float64 `json:"objects_per_s"`
+	P50Ms       float64 `json:"p50_ms"`
+	P99Ms       float64 `json:"p99_ms"`
+	CPUMsPerObj float64 `json:"cpu_ms_per_object"`
+	// The same CPU apart: the processes of --pids (the servers) and
+	// this controller's own.
+	ServerCPUMsPerObj     float64 `json:"server_cpu_ms_per_object"`
+	ControllerCPUMsPerObj float64 `json:"controller_cpu_ms_per_object"`
+	Workers               int     `json:"workers"`
+	Creators              int     `json:"creators"`
+	StatusWrites          int64   `json:"status_writes"`
 }
 
 func main() {
@@ -148,7 +152,7 @@ func run(kubeconfig string, n, workers, creators int, pidList string) error {
 	}
 
 	others := parsePIDs(pidList)
-	cpu0, t0 := cpuTime(others), time.Now()
+	self0, others0, t0 := selfCPU(), pidsCPU(others), time.Now()
 	jobs := make(chan int)
 	errs := make(chan error, creators)
 	var wg sync.WaitGroup
@@ -191,7 +195,7 @@ func run(kubeconfig string, n, workers, creators int, pidList string) error {
 	case <-time.After(30 * time.Minute):
 		return fmt.Errorf("only %d of %d objects reconciled in 30 minutes", len(done), n)
 	}
-	elapsed, cpu := time.Since(t0), cpuTime(others)-cpu0
+	elapsed, self, servers := time.Since(t0), selfCPU()-self0, pidsCPU(others)-others0
 	mu.Lock()
 	lat := make([]time.Duration, 0, n)
 	for name, at := range done {
@@ -202,13 +206,16 @@ func run(kubeconfig string, n, workers, creators int, pidList string) error {
 	res := result{
 		Objects: n, ObjectsPerS: float64(n) / elapsed.Seconds(),
 		P50Ms: ms(lat[n/2]), P99Ms: ms(lat[n*99/100]),
-		CPUMsPerObj: float64(cpu.Microseconds()) / 1000 / float64(n),
-		Workers:     workers, Creators: creators, StatusWrites: writes,
+		CPUMsPerObj:       perObject(self+servers, n),
+		ServerCPUMsPerObj: perObject(servers, n), ControllerCPUMsPerObj: perObject(self, n),
+		Workers: workers, Creators: creators, StatusWrites: writes,
 	}
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
 func ms(d time.Duration) float64 { return d.Seconds() * 1000 }
+
+func perObject(d time.Duration, n int) float64 { return float64(d.Microseconds()) / 1000 / float64(n) }
 
 // ensureCRD creates the Probe CustomResourceDefinition and waits until it
 // is served.
@@ -258,13 +265,18 @@ func parsePIDs(s string) []int {
 	return out
 }
 
-// cpuTime is this process's user+system CPU time plus that of others,
-// read from /proc.
-func cpuTime(others []int) time.Duration {
+// selfCPU is this process's user+system CPU time.
+func selfCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	total := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	for _, pid := range others {
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// pidsCPU is the user+system CPU time of the processes pids, read from
+// /proc.
+func pidsCPU(pids []int) time.Duration {
+	var total time.Duration
+	for _, pid := range pids {
 		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
 			continue
