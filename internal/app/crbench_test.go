@@ -171,8 +171,12 @@ func TestCRBenchAgainstJetplane(t *testing.T) {
 		t.Fatal("jetplane does not serve probes/status; crbench's controller writes status through it")
 	}
 	r := runCRBench(t, kubeconfig, n, []int{os.Getpid()})
-	if r.ObjectsPerS <= 0 {
+	if r.ObjectsPerS <= 0 || r.ServerCPUMs <= 0 || r.ControllerCPUMs <= 0 {
 		t.Fatalf("crbench reported %+v", r)
+	}
+	// The parts are of the same burst as the total.
+	if d := r.ServerCPUMs + r.ControllerCPUMs - r.CPUMsPerObj; d > 0.01 || d < -0.01 {
+		t.Fatalf("crbench's parts %.3f + %.3f ms are not its total %.3f ms", r.ServerCPUMs, r.ControllerCPUMs, r.CPUMsPerObj)
 	}
 	if got := a.Store().Len(); got < n {
 		t.Fatalf("jetplane holds %d objects after crbench's %d", got, n)
