@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"sync"
 
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/bridge/seal"
@@ -16,7 +15,7 @@ import (
 // same version (bar Tables and Secrets): many watchers of one kind would
 // otherwise each build and encode the same object. shownChanges keeps the
 // most recent ones built, shared by every watch of the process.
-var shownChanges = newChangeCache(4096)
+var shownChanges = newRingCache[changeID, *shownChange](4096)
 
 // changeID names one change as a watch sends it, or (typ "", seq the
 // object's resourceVersion) one object as shown. The store tells apart
@@ -37,39 +36,6 @@ type shownChange struct {
 	line []byte
 }
 
-type changeCache struct {
-	mu   sync.Mutex
-	m    map[changeID]*shownChange
-	ring []changeID // insertion order; the oldest is replaced first
-	next int
-}
-
-func newChangeCache(n int) *changeCache {
-	return &changeCache{m: make(map[changeID]*shownChange, n), ring: make([]changeID, 0, n)}
-}
-
-func (c *changeCache) get(id changeID) *shownChange {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[id]
-}
-
-func (c *changeCache) put(id changeID, sc *shownChange) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.m[id]; ok {
-		return
-	}
-	if len(c.ring) < cap(c.ring) {
-		c.ring = append(c.ring, id)
-	} else {
-		delete(c.m, c.ring[c.next])
-		c.ring[c.next] = id
-		c.next = (c.next + 1) % len(c.ring)
-	}
-	c.m[id] = sc
-}
-
 // shownChange returns change ch as the watch of q sends it, from the
 // shared cache when another watch built it already; nil for changes shown
 // per watch (as a Table, or a Secret), which the caller builds itself.
@@ -78,7 +44,7 @@ func (s *Server) shownChange(q *request, ch projections.Change, table bool) *sho
 		return nil
 	}
 	id := changeID{store: s.cfg.Store, seq: ch.Sequence, key: ch.Key, typ: ch.Type, version: q.res.version}
-	if sc := shownChanges.get(id); sc != nil {
+	if sc, ok := shownChanges.get(id); ok {
 		return sc
 	}
 	var obj map[string]any
@@ -125,7 +91,7 @@ func (s *Server) shownObject(q *request, o *schemas.Object) *shownChange {
 		return nil
 	}
 	id := objectID(s, q, o)
-	if so := shownChanges.get(id); so != nil {
+	if so, ok := shownChanges.get(id); ok {
 		return so
 	}
 	obj := s.show(q, o)
@@ -144,7 +110,7 @@ func (s *Server) shownObject(q *request, o *schemas.Object) *shownChange {
 // it first.
 func (s *Server) shown(q *request, o *schemas.Object) map[string]any {
 	if shareable(o) {
-		if so := shownChanges.get(objectID(s, q, o)); so != nil {
+		if so, ok := shownChanges.get(objectID(s, q, o)); ok {
 			return so.obj
 		}
 	}

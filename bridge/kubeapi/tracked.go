@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,17 +34,9 @@ import (
 // Equal keys give equal results: a hit returns a copy of what the field
 // manager returned for the first write of that shape. TestTrackedMemo
 // holds it against the field manager itself.
-type trackedMemo struct {
-	mu   sync.Mutex
-	m    map[string]trackedResult
-	ring []string
-	next int
-	hits int
-}
+type trackedMemo = ringCache[string, trackedResult]
 
-func newTrackedMemo(n int) *trackedMemo {
-	return &trackedMemo{m: make(map[string]trackedResult, n), ring: make([]string, 0, n)}
-}
+func newTrackedMemo(n int) *trackedMemo { return newRingCache[string, trackedResult](n) }
 
 // trackedNow is the clock of the memo's keys.
 var trackedNow = time.Now
@@ -63,32 +54,6 @@ type trackedResult struct {
 const maxTrackedKey = 8 << 10
 
 var trackedResults = newTrackedMemo(1024)
-
-func (t *trackedMemo) get(key string) (trackedResult, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r, ok := t.m[key]
-	if ok {
-		t.hits++
-	}
-	return r, ok
-}
-
-func (t *trackedMemo) put(key string, r trackedResult) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, ok := t.m[key]; ok {
-		return
-	}
-	if len(t.ring) < cap(t.ring) {
-		t.ring = append(t.ring, key)
-	} else {
-		delete(t.m, t.ring[t.next])
-		t.ring[t.next] = key
-		t.next = (t.next + 1) % len(t.ring)
-	}
-	t.m[key] = r
-}
 
 // trackedKey is the memo's key for fm's update of live to next by
 // manager at now; "" when the objects are too large to keep.
