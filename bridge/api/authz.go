@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -160,6 +161,9 @@ func (s *Server) authenticate(r *http.Request) (*Principal, error) {
 		// A controller's token is its own, open API or not: it acts as
 		// that controller, never as anonymous.
 		name, err := s.cfg.ControllerToken(tok)
+		if errors.Is(err, ErrTokenUnchecked) {
+			return nil, httpError(http.StatusServiceUnavailable, err.Error()+"; retry")
+		}
 		if err != nil {
 			return nil, httpError(http.StatusUnauthorized, err.Error())
 		}
@@ -181,15 +185,27 @@ func (s *Server) authenticate(r *http.Request) (*Principal, error) {
 	return p, nil
 }
 
+// ErrTokenUnchecked marks an error of Config.ControllerToken that is no
+// refusal: the credentials could not be read to check the token.
+var ErrTokenUnchecked = errors.New("controller token could not be checked")
+
 // tokenRecheck is how often a request held open with a controller token
-// (a watch, a subscription, a followed log) checks the token again.
-const tokenRecheck = time.Second
+// (a watch, a subscription, a followed log) checks the token again, and
+// tokenUncheckedFor how long it may go on while the token cannot be
+// checked (the credentials file unreadable) before it ends all the same.
+var (
+	tokenRecheck      = time.Second
+	tokenUncheckedFor = 30 * time.Second
+)
 
 // whileTokenHolds returns r with a context that ends once the controller
 // token it was authenticated with stops holding (it expired, or its
 // credential was revoked): a stream opened with a token lasts no longer
 // than the token, as every request made with it after does. Requests of
 // other principals are returned as they are; stop releases the check.
+// A check that cannot read the credentials keeps the stream open, for
+// tokenUncheckedFor at most: a moment's read error does not end every
+// controller's watch, and a lasting one does not outlive a revocation.
 func (s *Server) whileTokenHolds(r *http.Request, p *Principal) (_ *http.Request, stop func()) {
 	if p.Role != RoleController || s.cfg.ControllerToken == nil {
 		return r, func() {}
@@ -197,12 +213,22 @@ func (s *Server) whileTokenHolds(r *http.Request, p *Principal) (_ *http.Request
 	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	ctx, cancel := context.WithCancelCause(r.Context())
 	var (
-		mu      sync.Mutex
-		t       *time.Timer
-		stopped bool
+		mu        sync.Mutex
+		t         *time.Timer
+		stopped   bool
+		unchecked time.Time // since when checks could not read the credentials
 	)
 	check := func() {
-		if _, err := s.cfg.ControllerToken(tok); err != nil {
+		_, err := s.cfg.ControllerToken(tok)
+		switch {
+		case err == nil:
+			unchecked = time.Time{}
+		case !errors.Is(err, ErrTokenUnchecked):
+			cancel(err)
+			return
+		case unchecked.IsZero():
+			unchecked = time.Now()
+		case time.Since(unchecked) >= tokenUncheckedFor:
 			cancel(err)
 			return
 		}

@@ -74,7 +74,9 @@ type Config struct {
 	Principals []Principal
 	// ControllerToken checks a controller credential's token (auth.
 	// SignToken) and returns the controller's name; "" and no error for a
-	// token not of that shape, which the other tokens then answer. Nil:
+	// token not of that shape, which the other tokens then answer. An
+	// error wrapping ErrTokenUnchecked is no refusal: the credentials
+	// could not be read, and the request is answered 503. Nil:
 	// controllers authenticate only to NATS.
 	ControllerToken func(token string) (controller string, err error)
 	// Sealer seals Secrets' values before they are appended and opens

@@ -2,9 +2,12 @@ package app
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
+	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/events/auth"
 )
@@ -66,6 +69,9 @@ func (a *App) controllerToken() func(string) (string, error) {
 			return "", nil
 		}
 		c, err := creds.VerifyToken(tok, time.Now())
+		if err != nil && !errors.Is(err, auth.ErrBadToken) {
+			return "", fmt.Errorf("%w: %w", api.ErrTokenUnchecked, err)
+		}
 		if err != nil {
 			return "", err
 		}

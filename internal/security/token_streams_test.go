@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -97,6 +98,34 @@ func TestStreamsEndWithTheirControllerToken(t *testing.T) {
 	case <-kube:
 		t.Fatal("the Kubernetes watch ended before its token stopped holding")
 	default:
+	}
+
+	// A credentials file that cannot be read for a moment is no refusal:
+	// a request is answered 503, and open streams stay open through it.
+	users, err := os.ReadFile(a.Creds().UsersPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(a.Creds().UsersPath(), users[:len(users)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = own.Get(ctx, api.Key{Kind: widgetKind, Namespace: "shop", Name: "w1"})
+	if apiErr := (*api.APIError)(nil); !errors.As(err, &apiErr) || apiErr.Code != http.StatusServiceUnavailable {
+		t.Fatalf("a request while the credentials cannot be read: %v, want a 503", err)
+	}
+	time.Sleep(2500 * time.Millisecond) // two checks of the open streams
+	if err := os.WriteFile(a.Creds().UsersPath(), users, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-kube:
+		t.Fatal("a Kubernetes watch ended while the credentials could not be read for a moment")
+	case err := <-ownErr:
+		t.Fatalf("a jetplane watch ended while the credentials could not be read for a moment: %v", err)
+	default:
+	}
+	if _, err := own.Get(ctx, api.Key{Kind: widgetKind, Namespace: "shop", Name: "w1"}); err != nil {
+		t.Fatalf("a request once the credentials read again: %v", err)
 	}
 
 	if err := a.Creds().Revoke("widgets"); err != nil {
