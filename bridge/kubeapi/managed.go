@@ -18,6 +18,7 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
+	"github.com/jetplane/jetplane/internal/jsonvalue"
 	"github.com/jetplane/jetplane/schemas/crd"
 )
 
@@ -374,9 +375,34 @@ func storeManagedFields(md map[string]any) error {
 	if !ok || len(kept) == 0 {
 		return nil
 	}
-	b, err := json.Marshal(kept)
+	b, err := jsonvalue.Marshal(kept)
 	if err != nil {
 		return err
+	}
+	if err := validManagedFields(b); err != nil {
+		return err
+	}
+	if ann == nil {
+		ann = map[string]any{}
+		md["annotations"] = ann
+	}
+	ann[AnnotationManagedFields] = string(b)
+	return nil
+}
+
+// checkedManagedFields keeps managedFields (their JSON) found valid: the
+// writes of one controller carry the same entries (track's memo gives
+// them), which need not be decoded and checked again.
+var checkedManagedFields = newRingCache[string, struct{}](1024)
+
+// validManagedFields checks managedFields given as JSON as kube-apiserver
+// does.
+func validManagedFields(b []byte) error {
+	keep := len(b) <= maxTrackedKey
+	if keep {
+		if _, ok := checkedManagedFields.get(string(b)); ok {
+			return nil
+		}
 	}
 	var entries []metav1.ManagedFieldsEntry
 	if err := json.Unmarshal(b, &entries); err != nil {
@@ -385,11 +411,9 @@ func storeManagedFields(md map[string]any) error {
 	if err := managedfields.ValidateManagedFields(entries); err != nil {
 		return apierrors.NewBadRequest("metadata.managedFields: " + err.Error())
 	}
-	if ann == nil {
-		ann = map[string]any{}
-		md["annotations"] = ann
+	if keep {
+		checkedManagedFields.put(string(b), struct{}{})
 	}
-	ann[AnnotationManagedFields] = string(b)
 	return nil
 }
 
@@ -430,7 +454,7 @@ func keepStatusManagers(st map[string]any, mf []any) error {
 	if len(own) == 0 {
 		return nil
 	}
-	b, err := json.Marshal(own)
+	b, err := jsonvalue.Marshal(own)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/bridge/seal"
 	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/internal/jsonvalue"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
 	"github.com/jetplane/jetplane/schemas/crd"
@@ -281,6 +282,17 @@ func writeStatus(w http.ResponseWriter, st apierrors.APIStatus) {
 
 func writeJSON(w http.ResponseWriter, code int, v any) error {
 	w.Header().Set("Content-Type", "application/json")
+	if m, ok := v.(map[string]any); ok {
+		// An object shown: encoded without reflection, as json.Encoder
+		// would (and ended with its newline).
+		b, err := jsonvalue.Marshal(m)
+		if err != nil {
+			return err
+		}
+		w.WriteHeader(code)
+		_, err = w.Write(append(b, '\n'))
+		return err
+	}
 	w.WriteHeader(code)
 	return json.NewEncoder(w).Encode(v)
 }

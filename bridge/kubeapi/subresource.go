@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/jetplane/jetplane/bridge/gate"
+	"github.com/jetplane/jetplane/internal/jsonvalue"
 	"github.com/jetplane/jetplane/schemas"
 	"github.com/jetplane/jetplane/schemas/crd"
 )
@@ -114,7 +115,7 @@ func patched(w http.ResponseWriter, q *request, doc any, typed any) (map[string]
 	}
 	out := body
 	if q.r.Method == http.MethodPatch {
-		orig, err := json.Marshal(doc)
+		orig, err := jsonvalue.Marshal(doc)
 		if err != nil {
 			return nil, err
 		}

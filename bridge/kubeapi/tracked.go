@@ -2,7 +2,6 @@ package kubeapi
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -11,6 +10,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+
+	"github.com/jetplane/jetplane/internal/jsonvalue"
 )
 
 // Field management (track) converts both objects of every write to typed
@@ -203,7 +204,7 @@ func writeKeyJSON(b *bytes.Buffer, v any, present bool) {
 		b.WriteString("<absent>")
 		return
 	}
-	j, err := json.Marshal(v)
+	j, err := jsonvalue.Marshal(v)
 	if err != nil {
 		fmt.Fprintf(b, "<%v>", err)
 		return

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/jetplane/jetplane/bridge/gate"
+	"github.com/jetplane/jetplane/internal/jsonvalue"
 	"github.com/jetplane/jetplane/schemas"
 )
 
@@ -129,11 +130,8 @@ func (s *Server) prepare(q *request, m map[string]any) (*schemas.Object, string,
 	if ann, ok := md["annotations"].(map[string]any); ok && len(ann) == 0 {
 		delete(md, "annotations")
 	}
-	body, err := json.Marshal(m)
-	if err != nil {
-		return nil, "", err
-	}
-	o, err := decodeObject(body)
+	// Decoded from the value as read, not from its text again.
+	o, err := decodeValue(m)
 	return o, rv, err
 }
 
@@ -253,7 +251,7 @@ func (s *Server) patch(w http.ResponseWriter, q *request) error {
 		return apierrors.NewNotFound(q.groupResource(), q.name)
 	}
 	live := s.shown(q, cur) // read-only
-	orig, err := json.Marshal(live)
+	orig, err := jsonvalue.Marshal(live)
 	if err != nil {
 		return err
 	}

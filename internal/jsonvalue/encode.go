@@ -41,7 +41,7 @@ func Append(dst []byte, v any) ([]byte, error) {
 		if math.IsInf(v, 0) || math.IsNaN(v) {
 			return marshal(dst, v)
 		}
-		return appendFloat(dst, v), nil
+		return AppendFloat(dst, v), nil
 	case int64:
 		return strconv.AppendInt(dst, v, 10), nil
 	case int:
@@ -117,8 +117,9 @@ func appendMap(dst []byte, m map[string]any) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
-// appendFloat formats f as encoding/json does (ES6 number to string).
-func appendFloat(dst []byte, f float64) []byte {
+// AppendFloat appends f as encoding/json formats it (ES6 number to
+// string); f is finite.
+func AppendFloat(dst []byte, f float64) []byte {
 	if f == math.Trunc(f) && math.Abs(f) < 1e15 && !(f == 0 && math.Signbit(f)) {
 		// A whole number formats as the integer it is (bar -0).
 		return strconv.AppendInt(dst, int64(f), 10)
