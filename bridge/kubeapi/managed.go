@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -248,6 +249,29 @@ func (s *Server) liveObject(q *request, cur map[string]any) *unstructured.Unstru
 	return u
 }
 
+// liveView is liveObject(q, cur).Object to read, not to change: it shares
+// cur's values below the object and its metadata.
+func (s *Server) liveView(q *request, cur map[string]any) map[string]any {
+	if cur == nil {
+		return s.liveObject(q, nil).Object
+	}
+	v := make(map[string]any, len(cur))
+	for k, x := range cur {
+		if k != "status" || q.sub == "status" {
+			v[k] = x
+		}
+	}
+	md, _ := cur["metadata"].(map[string]any)
+	vm := make(map[string]any, len(md))
+	for k, x := range md {
+		if !slices.Contains(jetplaneMeta, k) {
+			vm[k] = x
+		}
+	}
+	v["metadata"] = vm
+	return v
+}
+
 // aside takes jetplane's own metadata out of m, for field management, and
 // returns a function that puts it back.
 func aside(m map[string]any) func(map[string]any) {
@@ -278,7 +302,8 @@ func (s *Server) track(q *request, cur, m map[string]any) {
 	}
 	back := aside(m)
 	defer back(m)
-	live := s.liveObject(q, cur)
+	// Read only until the memo misses: the field manager gets a copy.
+	live := &unstructured.Unstructured{Object: s.liveView(q, cur)}
 	next := &unstructured.Unstructured{Object: make(map[string]any, len(m))}
 	for k, v := range m {
 		if k != "status" || q.sub == "status" {
@@ -295,10 +320,15 @@ func (s *Server) track(q *request, cur, m map[string]any) {
 	if key != "" {
 		if r, ok := trackedResults.get(key); ok && r.fm == fm {
 			if r.ok {
-				metaOf(m)["managedFields"] = copyResult(r.managedFields)
+				// Shared: a write's managedFields are read, never
+				// changed (stored, shown, answered).
+				metaOf(m)["managedFields"] = r.managedFields
 			}
 			return
 		}
+	}
+	if cur != nil {
+		live = s.liveObject(q, cur)
 	}
 	out := fm.UpdateNoErrors(live, next, manager)
 	var r trackedResult

@@ -212,8 +212,8 @@ func writeKeyJSON(b *bytes.Buffer, v any, present bool) {
 	b.Write(j)
 }
 
-// copyResult is a result handed to one write: the memo's own copy stays
-// unchanged.
+// copyResult is the memo's own copy of a result, apart from the write
+// that computed it; what the memo hands out is shared and read-only.
 func copyResult(v any) any {
 	if v == nil {
 		return nil
