@@ -459,10 +459,35 @@ func showManagedFields(md map[string]any) {
 	if len(ann) == 0 {
 		delete(md, "annotations")
 	}
-	var mf []any
-	if json.Unmarshal([]byte(v), &mf) == nil {
+	if mf, ok := parsedManagedFields(v); ok {
 		md["managedFields"] = mf
 	}
+}
+
+// managedFieldsParsed keeps managedFields (entries in JSON, as an
+// annotation or a status keeps them) parsed: an object is shown on every
+// write of it, and a controller's objects share their entries. The
+// entries are shared and read-only; the slices are clipped, so that an
+// append copies them.
+var managedFieldsParsed = newRingCache[string, []any](1024)
+
+// parsedManagedFields is the managedFields entries v holds in JSON.
+func parsedManagedFields(v string) ([]any, bool) {
+	keep := len(v) <= maxTrackedKey
+	if keep {
+		if mf, ok := managedFieldsParsed.get(v); ok {
+			return mf, true
+		}
+	}
+	var mf []any
+	if jsonvalue.Unmarshal([]byte(v), &mf) != nil {
+		return nil, false
+	}
+	mf = slices.Clip(mf)
+	if keep {
+		managedFieldsParsed.put(v, mf)
+	}
+	return mf, true
 }
 
 // statusManagers is where a status keeps the managedFields entries of its
@@ -500,8 +525,8 @@ func showStatusManagers(md, st map[string]any) {
 		return
 	}
 	delete(st, statusManagers)
-	var own []any
-	if json.Unmarshal([]byte(v), &own) != nil {
+	own, ok := parsedManagedFields(v)
+	if !ok {
 		return
 	}
 	mf, _ := md["managedFields"].([]any)

@@ -125,7 +125,7 @@ func patched(w http.ResponseWriter, q *request, doc any, typed any) (map[string]
 		}
 	}
 	var m map[string]any
-	if err := json.Unmarshal(out, &m); err != nil {
+	if err := jsonvalue.Unmarshal(out, &m); err != nil {
 		return nil, apierrors.NewBadRequest("the body is not a JSON object: " + err.Error())
 	}
 	return m, nil

@@ -46,7 +46,7 @@ func readBody(w http.ResponseWriter, q *request) (map[string]any, error) {
 		return fromProtobuf(b)
 	}
 	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
+	if err := jsonvalue.Unmarshal(b, &m); err != nil {
 		return nil, apierrors.NewBadRequest("the body is not a JSON object: " + err.Error())
 	}
 	return m, nil
@@ -264,7 +264,7 @@ func (s *Server) patch(w http.ResponseWriter, q *request) error {
 		return err
 	}
 	var m map[string]any
-	if err := json.Unmarshal(patched, &m); err != nil {
+	if err := jsonvalue.Unmarshal(patched, &m); err != nil {
 		return apierrors.NewBadRequest("patch: " + err.Error())
 	}
 	s.track(q, live, m)
@@ -373,7 +373,7 @@ func (s *Server) serverSideApply(w http.ResponseWriter, q *request, cur *schemas
 		return apierrors.NewBadRequest("apply: the body is not YAML or JSON: " + err.Error())
 	}
 	var c map[string]any
-	if err := json.Unmarshal(config, &c); err != nil {
+	if err := jsonvalue.Unmarshal(config, &c); err != nil {
 		return apierrors.NewBadRequest("apply: the body is not an object: " + err.Error())
 	}
 	code := http.StatusCreated
