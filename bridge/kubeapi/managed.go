@@ -74,7 +74,14 @@ func typedKind(gvk schema.GroupVersionKind) bool {
 // CustomResourceDefinition).
 type fieldManagers struct {
 	mu sync.Mutex
-	m  map[string]cachedManager
+	m  map[managerKey]cachedManager
+}
+
+// managerKey names a field manager: a kind at a version, and a
+// subresource ("" for the object itself).
+type managerKey struct {
+	gvk schema.GroupVersionKind
+	sub string
 }
 
 type cachedManager struct {
@@ -85,7 +92,7 @@ type cachedManager struct {
 	fm  *managedfields.FieldManager
 }
 
-func (c *fieldManagers) get(key string, def *crd.Definition, build func() (*managedfields.FieldManager, error)) (*managedfields.FieldManager, error) {
+func (c *fieldManagers) get(key managerKey, def *crd.Definition, build func() (*managedfields.FieldManager, error)) (*managedfields.FieldManager, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.m[key]; ok && e.def == def {
@@ -96,7 +103,7 @@ func (c *fieldManagers) get(key string, def *crd.Definition, build func() (*mana
 		return nil, err
 	}
 	if c.m == nil {
-		c.m = map[string]cachedManager{}
+		c.m = map[managerKey]cachedManager{}
 	}
 	c.m[key] = cachedManager{def: def, fm: fm}
 	return fm, nil
@@ -105,11 +112,11 @@ func (c *fieldManagers) get(key string, def *crd.Definition, build func() (*mana
 func (s *Server) fieldManager(q *request, sub string) (*managedfields.FieldManager, error) {
 	gvk := kindOf(q.res)
 	if q.res.def == nil && typedKind(gvk) {
-		return s.fms.get(gvk.String()+"/"+sub, nil, func() (*managedfields.FieldManager, error) {
+		return s.fms.get(managerKey{gvk, sub}, nil, func() (*managedfields.FieldManager, error) {
 			return managedfields.NewDefaultFieldManager(builtinTypeConverter(), versionConverter{}, noDefaults{}, creater{}, gvk, gvk.GroupVersion(), sub, resetFields(gvk.GroupVersion(), sub))
 		})
 	}
-	return s.fms.get(gvk.String()+"/"+sub, q.res.def, func() (*managedfields.FieldManager, error) {
+	return s.fms.get(managerKey{gvk, sub}, q.res.def, func() (*managedfields.FieldManager, error) {
 		tc := managedfields.NewDeducedTypeConverter()
 		if q.res.def != nil {
 			tc = s.definedTypeConverter(q.res)

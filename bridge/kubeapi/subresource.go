@@ -446,7 +446,7 @@ func (s *Server) scaleManagedFields(q *request, live map[string]any, old, want *
 	if err != nil {
 		return nil, err
 	}
-	fm, err := s.fms.get(scaleKind.String()+"/scale", nil, func() (*managedfields.FieldManager, error) {
+	fm, err := s.fms.get(managerKey{scaleKind, "scale"}, nil, func() (*managedfields.FieldManager, error) {
 		tc, err := scaleTypeConverter()
 		if err != nil {
 			return nil, err

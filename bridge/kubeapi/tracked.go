@@ -59,9 +59,9 @@ var trackedResults = newTrackedMemo(1024)
 // trackedKey is the memo's key for fm's update of live to next by
 // manager at now; "" when the objects are too large to keep.
 func trackedKey(fm *managedfields.FieldManager, manager string, now time.Time, live, next map[string]any) string {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "%p\x00%q\x00%d\x00", fm, manager, now.Unix())
-	shapePair(&b, live, next, 0, "")
+	b := bytes.NewBuffer(make([]byte, 0, 1024))
+	fmt.Fprintf(b, "%p\x00%q\x00%d\x00", fm, manager, now.Unix())
+	shapePair(b, live, next, 0, "")
 	if b.Len() > maxTrackedKey {
 		return ""
 	}
@@ -103,7 +103,7 @@ func shapePair(b *bytes.Buffer, x, y any, depth int, name string) {
 	slices.Sort(keys)
 	b.WriteByte('{')
 	for _, k := range keys {
-		b.WriteString(strconv.Quote(k))
+		b.Write(strconv.AppendQuote(b.AvailableBuffer(), k))
 		xv, inX := xm[k]
 		yv, inY := ym[k]
 		switch {
@@ -136,7 +136,7 @@ func shapeOne(b *bytes.Buffer, v any, depth int, name string) {
 		slices.Sort(keys)
 		b.WriteByte('{')
 		for _, k := range keys {
-			b.WriteString(strconv.Quote(k))
+			b.Write(strconv.AppendQuote(b.AvailableBuffer(), k))
 			if verbatim(depth, name, k) {
 				b.WriteByte('V')
 				writeKeyJSON(b, v[k], true)

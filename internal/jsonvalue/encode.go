@@ -20,9 +20,31 @@ import (
 )
 
 // Marshal is json.Marshal(v) for the values this package knows, faster.
+// The result is allocated at its size: v is encoded into a kept buffer
+// first.
 func Marshal(v any) ([]byte, error) {
-	return Append(make([]byte, 0, 512), v)
+	var buf []byte
+	select {
+	case buf = <-buffers:
+	default:
+		buf = make([]byte, 0, 4096)
+	}
+	buf, err := Append(buf[:0], v)
+	var out []byte
+	if err == nil {
+		out = append([]byte(nil), buf...)
+	}
+	if cap(buf) <= 64<<10 {
+		select {
+		case buffers <- buf:
+		default:
+		}
+	}
+	return out, err
 }
+
+// buffers holds the buffers Marshal encodes into.
+var buffers = make(chan []byte, 16)
 
 // Append appends json.Marshal(v) to dst. On error dst is returned as far
 // as it was written, with the error json.Marshal gives.
