@@ -3,7 +3,6 @@ package kubeapi
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"reflect"
@@ -109,7 +108,7 @@ func (s *Server) subject(q *request) (*schemas.Object, error) {
 // patched is what the request's body makes of doc: the body itself for a
 // PUT, doc patched by it for a PATCH.
 func patched(w http.ResponseWriter, q *request, doc any, typed any) (map[string]any, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, q.r.Body, maxBody))
+	body, err := readAll(w, q.r)
 	if err != nil {
 		return nil, err
 	}
@@ -499,7 +498,7 @@ func scaleTypeConverter() (managedfields.TypeConverter, error) {
 // is merged into the object for the status subresource's field manager
 // (which leaves everything but the status).
 func (s *Server) applyStatus(w http.ResponseWriter, q *request, live map[string]any) (map[string]any, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, q.r.Body, maxBody))
+	body, err := readAll(w, q.r)
 	if err != nil {
 		return nil, err
 	}

@@ -32,8 +32,33 @@ const maxBody = 3 << 20
 // managedFields are kept in an annotation (storeManagedFields).
 var droppedMetadata = []string{"generateName", "ownerReferences", "selfLink"}
 
+// readAll reads r's body, at most maxBody bytes, into a buffer of the
+// size the request declares (io.ReadAll grows one from 512 bytes).
+func readAll(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body := http.MaxBytesReader(w, r.Body, maxBody)
+	if n := r.ContentLength; n > 0 && n <= maxBody {
+		b := make([]byte, 0, n+1) // +1: the read that finds the end
+		for {
+			m, err := body.Read(b[len(b):cap(b)])
+			b = b[:len(b)+m]
+			if err == io.EOF {
+				return b, nil
+			}
+			if err != nil {
+				return b, err
+			}
+			if len(b) == cap(b) {
+				// Longer than declared: the rest as io.ReadAll reads it.
+				rest, err := io.ReadAll(body)
+				return append(b, rest...), err
+			}
+		}
+	}
+	return io.ReadAll(body)
+}
+
 func readBody(w http.ResponseWriter, q *request) (map[string]any, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, q.r.Body, maxBody))
+	b, err := readAll(w, q.r)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -238,7 +263,7 @@ func (s *Server) update(w http.ResponseWriter, q *request) error {
 }
 
 func (s *Server) patch(w http.ResponseWriter, q *request) error {
-	patch, err := io.ReadAll(http.MaxBytesReader(w, q.r.Body, maxBody))
+	patch, err := readAll(w, q.r)
 	if err != nil {
 		return err
 	}
@@ -284,7 +309,7 @@ func (s *Server) delete(w http.ResponseWriter, q *request) error {
 		return apierrors.NewNotFound(q.groupResource(), q.name)
 	}
 	var opts metav1.DeleteOptions
-	if b, _ := io.ReadAll(http.MaxBytesReader(w, q.r.Body, maxBody)); len(strings.TrimSpace(string(b))) > 0 {
+	if b, _ := readAll(w, q.r); len(strings.TrimSpace(string(b))) > 0 {
 		if ct, _, _ := mime.ParseMediaType(q.r.Header.Get("Content-Type")); ct == protobufType {
 			// client-go's typed clients send DeleteOptions as protobuf.
 			if _, _, err := protobufCodec.Decode(b, nil, &opts); err != nil {
