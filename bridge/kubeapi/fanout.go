@@ -1,12 +1,12 @@
 package kubeapi
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/bridge/seal"
+	"github.com/jetplane/jetplane/internal/jsonvalue"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
 )
@@ -63,7 +63,7 @@ func (s *Server) shownChange(q *request, ch projections.Change, table bool) *sho
 			obj["metadata"].(map[string]any)["resourceVersion"] = strconv.FormatUint(ch.Sequence, 10)
 		}
 		var err error
-		if body, err = json.Marshal(obj); err != nil {
+		if body, err = jsonvalue.Marshal(obj); err != nil {
 			return nil
 		}
 	}
@@ -95,7 +95,7 @@ func (s *Server) shownObject(q *request, o *schemas.Object) *shownChange {
 		return so
 	}
 	obj := s.show(q, o)
-	body, err := json.Marshal(obj)
+	body, err := jsonvalue.Marshal(obj)
 	if err != nil {
 		return nil
 	}

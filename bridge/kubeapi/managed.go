@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -18,6 +19,7 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
+	"github.com/jetplane/jetplane/internal/jsonvalue"
 	"github.com/jetplane/jetplane/schemas/crd"
 )
 
@@ -72,7 +74,14 @@ func typedKind(gvk schema.GroupVersionKind) bool {
 // CustomResourceDefinition).
 type fieldManagers struct {
 	mu sync.Mutex
-	m  map[string]cachedManager
+	m  map[managerKey]cachedManager
+}
+
+// managerKey names a field manager: a kind at a version, and a
+// subresource ("" for the object itself).
+type managerKey struct {
+	gvk schema.GroupVersionKind
+	sub string
 }
 
 type cachedManager struct {
@@ -83,7 +92,7 @@ type cachedManager struct {
 	fm  *managedfields.FieldManager
 }
 
-func (c *fieldManagers) get(key string, def *crd.Definition, build func() (*managedfields.FieldManager, error)) (*managedfields.FieldManager, error) {
+func (c *fieldManagers) get(key managerKey, def *crd.Definition, build func() (*managedfields.FieldManager, error)) (*managedfields.FieldManager, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.m[key]; ok && e.def == def {
@@ -94,7 +103,7 @@ func (c *fieldManagers) get(key string, def *crd.Definition, build func() (*mana
 		return nil, err
 	}
 	if c.m == nil {
-		c.m = map[string]cachedManager{}
+		c.m = map[managerKey]cachedManager{}
 	}
 	c.m[key] = cachedManager{def: def, fm: fm}
 	return fm, nil
@@ -103,11 +112,11 @@ func (c *fieldManagers) get(key string, def *crd.Definition, build func() (*mana
 func (s *Server) fieldManager(q *request, sub string) (*managedfields.FieldManager, error) {
 	gvk := kindOf(q.res)
 	if q.res.def == nil && typedKind(gvk) {
-		return s.fms.get(gvk.String()+"/"+sub, nil, func() (*managedfields.FieldManager, error) {
+		return s.fms.get(managerKey{gvk, sub}, nil, func() (*managedfields.FieldManager, error) {
 			return managedfields.NewDefaultFieldManager(builtinTypeConverter(), versionConverter{}, noDefaults{}, creater{}, gvk, gvk.GroupVersion(), sub, resetFields(gvk.GroupVersion(), sub))
 		})
 	}
-	return s.fms.get(gvk.String()+"/"+sub, q.res.def, func() (*managedfields.FieldManager, error) {
+	return s.fms.get(managerKey{gvk, sub}, q.res.def, func() (*managedfields.FieldManager, error) {
 		tc := managedfields.NewDeducedTypeConverter()
 		if q.res.def != nil {
 			tc = s.definedTypeConverter(q.res)
@@ -247,6 +256,29 @@ func (s *Server) liveObject(q *request, cur map[string]any) *unstructured.Unstru
 	return u
 }
 
+// liveView is liveObject(q, cur).Object to read, not to change: it shares
+// cur's values below the object and its metadata.
+func (s *Server) liveView(q *request, cur map[string]any) map[string]any {
+	if cur == nil {
+		return s.liveObject(q, nil).Object
+	}
+	v := make(map[string]any, len(cur))
+	for k, x := range cur {
+		if k != "status" || q.sub == "status" {
+			v[k] = x
+		}
+	}
+	md, _ := cur["metadata"].(map[string]any)
+	vm := make(map[string]any, len(md))
+	for k, x := range md {
+		if !slices.Contains(jetplaneMeta, k) {
+			vm[k] = x
+		}
+	}
+	v["metadata"] = vm
+	return v
+}
+
 // aside takes jetplane's own metadata out of m, for field management, and
 // returns a function that puts it back.
 func aside(m map[string]any) func(map[string]any) {
@@ -277,7 +309,8 @@ func (s *Server) track(q *request, cur, m map[string]any) {
 	}
 	back := aside(m)
 	defer back(m)
-	live := s.liveObject(q, cur)
+	// Read only until the memo misses: the field manager gets a copy.
+	live := &unstructured.Unstructured{Object: s.liveView(q, cur)}
 	next := &unstructured.Unstructured{Object: make(map[string]any, len(m))}
 	for k, v := range m {
 		if k != "status" || q.sub == "status" {
@@ -294,10 +327,15 @@ func (s *Server) track(q *request, cur, m map[string]any) {
 	if key != "" {
 		if r, ok := trackedResults.get(key); ok && r.fm == fm {
 			if r.ok {
-				metaOf(m)["managedFields"] = copyResult(r.managedFields)
+				// Shared: a write's managedFields are read, never
+				// changed (stored, shown, answered).
+				metaOf(m)["managedFields"] = r.managedFields
 			}
 			return
 		}
+	}
+	if cur != nil {
+		live = s.liveObject(q, cur)
 	}
 	out := fm.UpdateNoErrors(live, next, manager)
 	var r trackedResult
@@ -374,9 +412,34 @@ func storeManagedFields(md map[string]any) error {
 	if !ok || len(kept) == 0 {
 		return nil
 	}
-	b, err := json.Marshal(kept)
+	b, err := jsonvalue.Marshal(kept)
 	if err != nil {
 		return err
+	}
+	if err := validManagedFields(b); err != nil {
+		return err
+	}
+	if ann == nil {
+		ann = map[string]any{}
+		md["annotations"] = ann
+	}
+	ann[AnnotationManagedFields] = string(b)
+	return nil
+}
+
+// checkedManagedFields keeps managedFields (their JSON) found valid: the
+// writes of one controller carry the same entries (track's memo gives
+// them), which need not be decoded and checked again.
+var checkedManagedFields = newRingCache[string, struct{}](1024)
+
+// validManagedFields checks managedFields given as JSON as kube-apiserver
+// does.
+func validManagedFields(b []byte) error {
+	keep := len(b) <= maxTrackedKey
+	if keep {
+		if _, ok := checkedManagedFields.get(string(b)); ok {
+			return nil
+		}
 	}
 	var entries []metav1.ManagedFieldsEntry
 	if err := json.Unmarshal(b, &entries); err != nil {
@@ -385,11 +448,9 @@ func storeManagedFields(md map[string]any) error {
 	if err := managedfields.ValidateManagedFields(entries); err != nil {
 		return apierrors.NewBadRequest("metadata.managedFields: " + err.Error())
 	}
-	if ann == nil {
-		ann = map[string]any{}
-		md["annotations"] = ann
+	if keep {
+		checkedManagedFields.put(string(b), struct{}{})
 	}
-	ann[AnnotationManagedFields] = string(b)
 	return nil
 }
 
@@ -405,10 +466,35 @@ func showManagedFields(md map[string]any) {
 	if len(ann) == 0 {
 		delete(md, "annotations")
 	}
-	var mf []any
-	if json.Unmarshal([]byte(v), &mf) == nil {
+	if mf, ok := parsedManagedFields(v); ok {
 		md["managedFields"] = mf
 	}
+}
+
+// managedFieldsParsed keeps managedFields (entries in JSON, as an
+// annotation or a status keeps them) parsed: an object is shown on every
+// write of it, and a controller's objects share their entries. The
+// entries are shared and read-only; the slices are clipped, so that an
+// append copies them.
+var managedFieldsParsed = newRingCache[string, []any](1024)
+
+// parsedManagedFields is the managedFields entries v holds in JSON.
+func parsedManagedFields(v string) ([]any, bool) {
+	keep := len(v) <= maxTrackedKey
+	if keep {
+		if mf, ok := managedFieldsParsed.get(v); ok {
+			return mf, true
+		}
+	}
+	var mf []any
+	if jsonvalue.Unmarshal([]byte(v), &mf) != nil {
+		return nil, false
+	}
+	mf = slices.Clip(mf)
+	if keep {
+		managedFieldsParsed.put(v, mf)
+	}
+	return mf, true
 }
 
 // statusManagers is where a status keeps the managedFields entries of its
@@ -430,7 +516,7 @@ func keepStatusManagers(st map[string]any, mf []any) error {
 	if len(own) == 0 {
 		return nil
 	}
-	b, err := json.Marshal(own)
+	b, err := jsonvalue.Marshal(own)
 	if err != nil {
 		return err
 	}
@@ -446,8 +532,8 @@ func showStatusManagers(md, st map[string]any) {
 		return
 	}
 	delete(st, statusManagers)
-	var own []any
-	if json.Unmarshal([]byte(v), &own) != nil {
+	own, ok := parsedManagedFields(v)
+	if !ok {
 		return
 	}
 	mf, _ := md["managedFields"].([]any)

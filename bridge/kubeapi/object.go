@@ -172,13 +172,14 @@ func toAny(in []string) []any {
 	return out
 }
 
-// decodeObject reads one object in Kubernetes' shape through jetplane's
-// manifest decoding (the same rules as every other write). Metadata that
-// the server owns (resourceVersion, uid, creationTimestamp,
-// managedFields) is dropped by that decoding; the caller reads
-// resourceVersion before for preconditions.
-func decodeObject(body []byte) (*schemas.Object, error) {
-	objs, err := manifest.Decode("request body", body)
+// decodeValue reads one object in Kubernetes' shape, as parsed from JSON,
+// through jetplane's manifest decoding (the same rules as every other
+// write, and the same objects and errors as decoding json.Marshal(m);
+// manifest.DecodeValue). Metadata that the server owns (resourceVersion,
+// uid, creationTimestamp, managedFields) is dropped by that decoding; the
+// caller reads resourceVersion before for preconditions.
+func decodeValue(m map[string]any) (*schemas.Object, error) {
+	objs, err := manifest.DecodeValue("request body", m)
 	if err != nil {
 		return nil, err
 	}

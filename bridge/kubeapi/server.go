@@ -18,6 +18,7 @@ import (
 	"github.com/jetplane/jetplane/bridge/gate"
 	"github.com/jetplane/jetplane/bridge/seal"
 	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/internal/jsonvalue"
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
 	"github.com/jetplane/jetplane/schemas/crd"
@@ -72,6 +73,9 @@ type Server struct {
 	// again only when the CustomResourceDefinitions in effect change (the
 	// kinds' catalog is then a new one), not on every request.
 	cat atomic.Pointer[servedCatalog]
+	// workers run requests other than watches (nil: on the request's own
+	// goroutine).
+	workers *workers
 }
 
 type servedCatalog struct {
@@ -98,7 +102,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Server{cfg: cfg}, nil
+	return &Server{cfg: cfg, workers: newWorkers()}, nil
 }
 
 // Paths are the path patterns (net/http.ServeMux) the server answers.
@@ -123,9 +127,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, apierrors.NewUnauthorized(err.Error()))
 		return
 	}
+	if s.workers == nil || mayWatch(r) {
+		// A watch lasts: it keeps its own goroutine.
+		s.serveOrFail(w, r, caller)
+		return
+	}
+	s.workers.run(func() { s.serveOrFail(w, r, caller) })
+}
+
+func (s *Server) serveOrFail(w http.ResponseWriter, r *http.Request, caller Caller) {
 	if err := s.serve(w, r, caller); err != nil {
 		s.writeError(w, r, err)
 	}
+}
+
+// mayWatch reports whether r may be a watch (?watch=, or a path under
+// /watch/); it need not be one.
+func mayWatch(r *http.Request) bool {
+	return strings.Contains(r.URL.RawQuery, "watch") || strings.Contains(r.URL.Path, "/watch/")
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, caller Caller) error {
@@ -281,6 +300,17 @@ func writeStatus(w http.ResponseWriter, st apierrors.APIStatus) {
 
 func writeJSON(w http.ResponseWriter, code int, v any) error {
 	w.Header().Set("Content-Type", "application/json")
+	if m, ok := v.(map[string]any); ok {
+		// An object shown: encoded without reflection, as json.Encoder
+		// would (and ended with its newline).
+		b, err := jsonvalue.Marshal(m)
+		if err != nil {
+			return err
+		}
+		w.WriteHeader(code)
+		_, err = w.Write(append(b, '\n'))
+		return err
+	}
 	w.WriteHeader(code)
 	return json.NewEncoder(w).Encode(v)
 }

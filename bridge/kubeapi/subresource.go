@@ -3,7 +3,6 @@ package kubeapi
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"reflect"
@@ -29,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/jetplane/jetplane/bridge/gate"
+	"github.com/jetplane/jetplane/internal/jsonvalue"
 	"github.com/jetplane/jetplane/schemas"
 	"github.com/jetplane/jetplane/schemas/crd"
 )
@@ -108,13 +108,13 @@ func (s *Server) subject(q *request) (*schemas.Object, error) {
 // patched is what the request's body makes of doc: the body itself for a
 // PUT, doc patched by it for a PATCH.
 func patched(w http.ResponseWriter, q *request, doc any, typed any) (map[string]any, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, q.r.Body, maxBody))
+	body, err := readAll(w, q.r)
 	if err != nil {
 		return nil, err
 	}
 	out := body
 	if q.r.Method == http.MethodPatch {
-		orig, err := json.Marshal(doc)
+		orig, err := jsonvalue.Marshal(doc)
 		if err != nil {
 			return nil, err
 		}
@@ -124,7 +124,7 @@ func patched(w http.ResponseWriter, q *request, doc any, typed any) (map[string]
 		}
 	}
 	var m map[string]any
-	if err := json.Unmarshal(out, &m); err != nil {
+	if err := jsonvalue.Unmarshal(out, &m); err != nil {
 		return nil, apierrors.NewBadRequest("the body is not a JSON object: " + err.Error())
 	}
 	return m, nil
@@ -445,7 +445,7 @@ func (s *Server) scaleManagedFields(q *request, live map[string]any, old, want *
 	if err != nil {
 		return nil, err
 	}
-	fm, err := s.fms.get(scaleKind.String()+"/scale", nil, func() (*managedfields.FieldManager, error) {
+	fm, err := s.fms.get(managerKey{scaleKind, "scale"}, nil, func() (*managedfields.FieldManager, error) {
 		tc, err := scaleTypeConverter()
 		if err != nil {
 			return nil, err
@@ -498,7 +498,7 @@ func scaleTypeConverter() (managedfields.TypeConverter, error) {
 // is merged into the object for the status subresource's field manager
 // (which leaves everything but the status).
 func (s *Server) applyStatus(w http.ResponseWriter, q *request, live map[string]any) (map[string]any, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, q.r.Body, maxBody))
+	body, err := readAll(w, q.r)
 	if err != nil {
 		return nil, err
 	}

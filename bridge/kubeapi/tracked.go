@@ -2,7 +2,6 @@ package kubeapi
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -11,6 +10,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+
+	"github.com/jetplane/jetplane/internal/jsonvalue"
 )
 
 // Field management (track) converts both objects of every write to typed
@@ -58,9 +59,9 @@ var trackedResults = newTrackedMemo(1024)
 // trackedKey is the memo's key for fm's update of live to next by
 // manager at now; "" when the objects are too large to keep.
 func trackedKey(fm *managedfields.FieldManager, manager string, now time.Time, live, next map[string]any) string {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "%p\x00%q\x00%d\x00", fm, manager, now.Unix())
-	shapePair(&b, live, next, 0, "")
+	b := bytes.NewBuffer(make([]byte, 0, 1024))
+	fmt.Fprintf(b, "%p\x00%q\x00%d\x00", fm, manager, now.Unix())
+	shapePair(b, live, next, 0, "")
 	if b.Len() > maxTrackedKey {
 		return ""
 	}
@@ -102,7 +103,7 @@ func shapePair(b *bytes.Buffer, x, y any, depth int, name string) {
 	slices.Sort(keys)
 	b.WriteByte('{')
 	for _, k := range keys {
-		b.WriteString(strconv.Quote(k))
+		b.Write(strconv.AppendQuote(b.AvailableBuffer(), k))
 		xv, inX := xm[k]
 		yv, inY := ym[k]
 		switch {
@@ -135,7 +136,7 @@ func shapeOne(b *bytes.Buffer, v any, depth int, name string) {
 		slices.Sort(keys)
 		b.WriteByte('{')
 		for _, k := range keys {
-			b.WriteString(strconv.Quote(k))
+			b.Write(strconv.AppendQuote(b.AvailableBuffer(), k))
 			if verbatim(depth, name, k) {
 				b.WriteByte('V')
 				writeKeyJSON(b, v[k], true)
@@ -203,7 +204,7 @@ func writeKeyJSON(b *bytes.Buffer, v any, present bool) {
 		b.WriteString("<absent>")
 		return
 	}
-	j, err := json.Marshal(v)
+	j, err := jsonvalue.Marshal(v)
 	if err != nil {
 		fmt.Fprintf(b, "<%v>", err)
 		return
@@ -211,8 +212,8 @@ func writeKeyJSON(b *bytes.Buffer, v any, present bool) {
 	b.Write(j)
 }
 
-// copyResult is a result handed to one write: the memo's own copy stays
-// unchanged.
+// copyResult is the memo's own copy of a result, apart from the write
+// that computed it; what the memo hands out is shared and read-only.
 func copyResult(v any) any {
 	if v == nil {
 		return nil

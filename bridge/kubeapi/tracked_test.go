@@ -135,3 +135,30 @@ func withoutTimes(t *testing.T, mf any) any {
 	}
 	return l
 }
+
+// liveView, which field management reads for the memo's key, is the
+// object liveObject hands the field manager, without copying it.
+func TestLiveViewIsLiveObject(t *testing.T) {
+	s := &Server{}
+	probe := resource{group: "bench.example.dev", version: "v1", kind: "Probe", plural: "probes", namespaced: true}
+	const stored = `{"apiVersion":"bench.example.dev/v1","kind":"Probe","metadata":{"name":"a","namespace":"shop","group":"g",
+"dependsOn":[{"kind":"ConfigMap","name":"c"}],"managedFields":[{"manager":"m","operation":"Update","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{}}}]},
+"spec":{"size":1},"status":{"phase":"Ready"}}`
+	for _, cur := range []string{stored, `{"apiVersion":"bench.example.dev/v1","kind":"Probe"}`, `{"kind":"Probe","metadata":"x","status":1}`, ""} {
+		for _, sub := range []string{"", "status"} {
+			var m map[string]any
+			if cur != "" {
+				m = jsonCopy(t, map[string]any{"o": json.RawMessage(cur)})["o"].(map[string]any)
+			}
+			before := jsonCopy(t, map[string]any{"o": m})
+			q := &request{res: probe, namespace: "shop", name: "a", sub: sub}
+			got, want := s.liveView(q, m), s.liveObject(q, m).Object
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s, subresource %q: liveView gives %v, liveObject %v", cur, sub, got, want)
+			}
+			if after := jsonCopy(t, map[string]any{"o": m}); !reflect.DeepEqual(before, after) {
+				t.Errorf("%s: liveView changed the object it read", cur)
+			}
+		}
+	}
+}

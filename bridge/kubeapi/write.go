@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/jetplane/jetplane/bridge/gate"
+	"github.com/jetplane/jetplane/internal/jsonvalue"
 	"github.com/jetplane/jetplane/schemas"
 )
 
@@ -31,8 +32,33 @@ const maxBody = 3 << 20
 // managedFields are kept in an annotation (storeManagedFields).
 var droppedMetadata = []string{"generateName", "ownerReferences", "selfLink"}
 
+// readAll reads r's body, at most maxBody bytes, into a buffer of the
+// size the request declares (io.ReadAll grows one from 512 bytes).
+func readAll(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body := http.MaxBytesReader(w, r.Body, maxBody)
+	if n := r.ContentLength; n > 0 && n <= maxBody {
+		b := make([]byte, 0, n+1) // +1: the read that finds the end
+		for {
+			m, err := body.Read(b[len(b):cap(b)])
+			b = b[:len(b)+m]
+			if err == io.EOF {
+				return b, nil
+			}
+			if err != nil {
+				return b, err
+			}
+			if len(b) == cap(b) {
+				// Longer than declared: the rest as io.ReadAll reads it.
+				rest, err := io.ReadAll(body)
+				return append(b, rest...), err
+			}
+		}
+	}
+	return io.ReadAll(body)
+}
+
 func readBody(w http.ResponseWriter, q *request) (map[string]any, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, q.r.Body, maxBody))
+	b, err := readAll(w, q.r)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -45,7 +71,7 @@ func readBody(w http.ResponseWriter, q *request) (map[string]any, error) {
 		return fromProtobuf(b)
 	}
 	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
+	if err := jsonvalue.Unmarshal(b, &m); err != nil {
 		return nil, apierrors.NewBadRequest("the body is not a JSON object: " + err.Error())
 	}
 	return m, nil
@@ -129,11 +155,8 @@ func (s *Server) prepare(q *request, m map[string]any) (*schemas.Object, string,
 	if ann, ok := md["annotations"].(map[string]any); ok && len(ann) == 0 {
 		delete(md, "annotations")
 	}
-	body, err := json.Marshal(m)
-	if err != nil {
-		return nil, "", err
-	}
-	o, err := decodeObject(body)
+	// Decoded from the value as read, not from its text again.
+	o, err := decodeValue(m)
 	return o, rv, err
 }
 
@@ -240,7 +263,7 @@ func (s *Server) update(w http.ResponseWriter, q *request) error {
 }
 
 func (s *Server) patch(w http.ResponseWriter, q *request) error {
-	patch, err := io.ReadAll(http.MaxBytesReader(w, q.r.Body, maxBody))
+	patch, err := readAll(w, q.r)
 	if err != nil {
 		return err
 	}
@@ -253,7 +276,7 @@ func (s *Server) patch(w http.ResponseWriter, q *request) error {
 		return apierrors.NewNotFound(q.groupResource(), q.name)
 	}
 	live := s.shown(q, cur) // read-only
-	orig, err := json.Marshal(live)
+	orig, err := jsonvalue.Marshal(live)
 	if err != nil {
 		return err
 	}
@@ -266,7 +289,7 @@ func (s *Server) patch(w http.ResponseWriter, q *request) error {
 		return err
 	}
 	var m map[string]any
-	if err := json.Unmarshal(patched, &m); err != nil {
+	if err := jsonvalue.Unmarshal(patched, &m); err != nil {
 		return apierrors.NewBadRequest("patch: " + err.Error())
 	}
 	s.track(q, live, m)
@@ -286,7 +309,7 @@ func (s *Server) delete(w http.ResponseWriter, q *request) error {
 		return apierrors.NewNotFound(q.groupResource(), q.name)
 	}
 	var opts metav1.DeleteOptions
-	if b, _ := io.ReadAll(http.MaxBytesReader(w, q.r.Body, maxBody)); len(strings.TrimSpace(string(b))) > 0 {
+	if b, _ := readAll(w, q.r); len(strings.TrimSpace(string(b))) > 0 {
 		if ct, _, _ := mime.ParseMediaType(q.r.Header.Get("Content-Type")); ct == protobufType {
 			// client-go's typed clients send DeleteOptions as protobuf.
 			if _, _, err := protobufCodec.Decode(b, nil, &opts); err != nil {
@@ -375,7 +398,7 @@ func (s *Server) serverSideApply(w http.ResponseWriter, q *request, cur *schemas
 		return apierrors.NewBadRequest("apply: the body is not YAML or JSON: " + err.Error())
 	}
 	var c map[string]any
-	if err := json.Unmarshal(config, &c); err != nil {
+	if err := jsonvalue.Unmarshal(config, &c); err != nil {
 		return apierrors.NewBadRequest("apply: the body is not an object: " + err.Error())
 	}
 	code := http.StatusCreated

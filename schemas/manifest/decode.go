@@ -362,6 +362,12 @@ func (in *input) document(start, end int) bool {
 			return !in.b.full()
 		}
 	}
+	in.objects(val, doc, fail)
+	return !in.b.full()
+}
+
+// objects validates one document's parsed value and keeps its objects.
+func (in *input) objects(val any, doc int, fail func(*Error)) {
 	objs, verrs := objectsOf(val, in.b.kubernetes)
 	for _, e := range verrs {
 		fail(e)
@@ -371,7 +377,6 @@ func (in *input) document(start, end int) bool {
 			break
 		}
 	}
-	return !in.b.full()
 }
 
 // add checks what needs the whole object or the whole batch — encoded size,

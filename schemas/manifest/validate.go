@@ -24,9 +24,6 @@ const (
 )
 
 var (
-	labelRE      = regexp.MustCompile(`^` + dns1123Label + `$`)
-	subdomainRE  = regexp.MustCompile(`^` + dns1123Subdomain + `$`)
-	kindRE       = regexp.MustCompile(`^` + kindPattern + `$`)
 	refKindRE    = regexp.MustCompile(`^` + kindPattern + `(\.` + dns1123Subdomain + `)?$`)
 	qualifiedRE  = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
 	labelValueRE = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
@@ -138,7 +135,7 @@ func (c *checker) object(m map[string]any, prefix string) *schemas.Object {
 		switch {
 		case len(v) > 63:
 			c.add(fieldPath(prefix, "kind"), "%s is not a valid kind: must be no more than 63 characters", quoteValue(v))
-		case !kindRE.MatchString(v):
+		case !isKind(v):
 			c.add(fieldPath(prefix, "kind"), "%s is not a valid kind: must start with an upper case letter and contain only letters and digits, such as Deployment", quoteValue(v))
 		}
 		o.Kind = v
@@ -474,7 +471,7 @@ func checkSubdomain(s string) string {
 	if len(s) > 253 {
 		return fmt.Sprintf("must be no more than 253 characters, has %d", len(s))
 	}
-	if !subdomainRE.MatchString(s) {
+	if !isSubdomain(s) {
 		return "must be lower case alphanumeric characters, '-' or '.', start and end with an alphanumeric (DNS-1123 subdomain)"
 	}
 	return ""
@@ -484,7 +481,7 @@ func checkLabel(s string) string {
 	if len(s) > 63 {
 		return fmt.Sprintf("must be no more than 63 characters, has %d", len(s))
 	}
-	if !labelRE.MatchString(s) {
+	if !isLabel(s) {
 		return "must be lower case alphanumeric characters or '-', start and end with an alphanumeric (DNS-1123 label)"
 	}
 	return ""
@@ -532,7 +529,7 @@ func checkAPIVersion(s string) string {
 	if !hasGroup {
 		group, version = "", s
 	}
-	if len(version) > 63 || !labelRE.MatchString(version) || hasGroup && checkSubdomain(group) != "" {
+	if len(version) > 63 || !isLabel(version) || hasGroup && checkSubdomain(group) != "" {
 		return want
 	}
 	return ""
