@@ -55,6 +55,14 @@ func podFast(spec *structpb.Struct, ps *corev1.PodSpec) bool {
 	return true
 }
 
+// ReadDirectly says a Pod's spec has the shape Pod reads without JSON;
+// strict decoding into corev1.PodSpec (and so into a v1 Pod, at spec)
+// accepts every such spec.
+func ReadDirectly(spec *structpb.Struct) bool {
+	var ps corev1.PodSpec
+	return podFast(spec, &ps)
+}
+
 func containerFast(s *structpb.Struct, c *corev1.Container) bool {
 	for k, v := range s.GetFields() {
 		var ok bool

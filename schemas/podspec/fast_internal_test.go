@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/jetplane/jetplane/schemas/builtin"
 )
 
 // fastSpecs are pod specs as JSON: the first ones have the shape podFast
@@ -86,6 +88,13 @@ func sameAsStrict(tb testing.TB, s *structpb.Struct) bool {
 	}
 	if !reflect.DeepEqual(fast, slow) {
 		tb.Fatalf("read directly %#v\nthrough JSON %#v", fast, slow)
+	}
+	// The manifest checker skips builtin.Check for such a spec.
+	if err := builtin.Check("v1", KindPod, s); err != nil {
+		tb.Fatalf("read directly, refused as a v1 Pod (%v): %v", err, s)
+	}
+	if !ReadDirectly(s) {
+		tb.Fatal("ReadDirectly differs from podFast")
 	}
 	return true
 }
