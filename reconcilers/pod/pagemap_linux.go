@@ -93,36 +93,36 @@ func fileFlagReliable(f *os.File) bool {
 var errNotPages = errors.New("not whole pages")
 
 // wipeInPlace resets b, a released memory's committed pages whose first
-// image bytes are a private mapping of the image file, to what a new
-// mapping reads, keeping resident the pages it can: each page the page
-// map shows present or swapped is either cleared (past the image) or, if
-// it is no longer the file's page (the instance wrote it), dropped to
-// read the file again. A page neither present nor swapped was never
-// touched or was dropped: it reads as the file, or zeros. On an error b
-// may be partly wiped; the caller then drops all of it.
-func wipeInPlace(b []byte, image uint64) error {
+// len(image) bytes are a private mapping of the image file (image maps
+// the same file, read-only), to what a new mapping reads, keeping every
+// page resident: each page the page map shows present or swapped is
+// either cleared (past the image) or, if it is no longer the file's page
+// (the instance wrote it), copied over from image. A page neither
+// present nor swapped was never touched: it reads as the file, or zeros.
+// On an error b may be partly wiped; the caller then drops all of it.
+func wipeInPlace(b []byte, pristine []byte) error {
+	image := uint64(len(pristine))
 	pm := pagemap()
 	if pm == nil {
 		return os.ErrNotExist
 	}
 	ps := uint64(syscall.Getpagesize())
-	if uint64(len(b))%ps != 0 || image%ps != 0 {
+	if uint64(len(b))%ps != 0 || image%ps != 0 || image > uint64(len(b)) {
 		return errNotPages
 	}
 	const (
 		keep = iota
 		zero
-		drop
+		restore
 	)
 	runAct, runFrom := keep, uint64(0)
-	flush := func(to uint64) error {
+	flush := func(to uint64) {
 		switch runAct {
 		case zero:
 			clear(b[runFrom:to])
-		case drop:
-			return syscall.Madvise(b[runFrom:to], syscall.MADV_DONTNEED)
+		case restore:
+			copy(b[runFrom:to], pristine[runFrom:to])
 		}
-		return nil
 	}
 	var entries [512]uint64
 	for first := uint64(0); first < uint64(len(b)); first += uint64(len(entries)) * ps {
@@ -135,17 +135,16 @@ func wipeInPlace(b []byte, image uint64) error {
 			act := keep
 			switch {
 			case off < image && (e&pmSwapped != 0 || e&(pmPresent|pmFile) == pmPresent):
-				act = drop
+				act = restore
 			case off >= image && e&(pmPresent|pmSwapped) != 0:
 				act = zero
 			}
 			if act != runAct {
-				if err := flush(off); err != nil {
-					return err
-				}
+				flush(off)
 				runAct, runFrom = act, off
 			}
 		}
 	}
-	return flush(uint64(len(b)))
+	flush(uint64(len(b)))
+	return nil
 }

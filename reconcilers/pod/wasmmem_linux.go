@@ -150,11 +150,12 @@ var warmSize = 16
 //     (/proc/self/pagemap) names each page the instance made present or
 //     that was swapped out; such a page past the image is cleared, one
 //     of the image that is no longer the image file's (written, so a
-//     private copy) is dropped with madvise(MADV_DONTNEED) to read the
-//     file again, and a page never touched is left as it is (it reads as
-//     zeros, or the image). Pages stay resident, so the next instance
-//     does not fault them in again (about 150 faults, most of a Go
-//     guest's, each costing more than clearing a page);
+//     private copy) is copied over from the image file (a shared,
+//     read-only mapping of it), and a page never touched is left as it
+//     is (it reads as zeros, or the image). Pages stay resident, so the
+//     next instance does not fault them in again (about 150 faults, most
+//     of a Go guest's, each costing more than clearing a page), and the
+//     wipe changes no mapping (no system call but the page map's read);
 //   - dropped (cold): madvise(MADV_DONTNEED) over everything committed
 //     frees every page the instance touched. Used past warmSize, and
 //     whenever the page map cannot be read or did not read as expected
@@ -171,6 +172,10 @@ type memoryPool struct {
 	// file's pages from private copies when the image was made.
 	image    uint64
 	fileFlag bool
+	// pristine maps the image file shared and read-only, for wipes to
+	// copy from; imageMu keeps close from unmapping it under a wipe.
+	imageMu  sync.RWMutex
+	pristine []byte
 }
 
 type pooled struct {
@@ -207,13 +212,18 @@ func (p *memoryPool) put(reserved []byte, committed uint64) bool {
 	}
 	p.mu.Lock()
 	full := p.closed || len(p.warm)+len(p.cold) >= poolSize
-	warm := len(p.warm) < warmSize && (p.image == 0 || p.fileFlag) && pagemapUsable()
+	warm := len(p.warm) < warmSize && pagemapUsable()
 	p.mu.Unlock()
 	if full {
 		return false
 	}
-	if warm && wipeInPlace(reserved[:committed], min(p.image, committed)) != nil {
-		warm = false
+	if warm {
+		p.imageMu.RLock()
+		if p.image > 0 && (!p.fileFlag || uint64(len(p.pristine)) != p.image) ||
+			wipeInPlace(reserved[:committed], p.pristine) != nil {
+			warm = false
+		}
+		p.imageMu.RUnlock()
 	}
 	if !warm && committed > 0 {
 		if err := syscall.Madvise(reserved[:committed], syscall.MADV_DONTNEED); err != nil {
@@ -242,6 +252,12 @@ func (p *memoryPool) close() {
 		_ = syscall.Munmap(f.reserved)
 	}
 	p.warm, p.cold = nil, nil
+	p.imageMu.Lock()
+	defer p.imageMu.Unlock()
+	if p.pristine != nil {
+		_ = syscall.Munmap(p.pristine)
+		p.pristine = nil
+	}
 }
 
 // imageAllocator backs memories that begin as a module's data segments
@@ -274,7 +290,12 @@ func newImageAllocator(dir string, image []byte) (*imageAllocator, error) {
 	}
 	a := &imageAllocator{f: f, size: size}
 	a.pool.image = size
-	a.pool.fileFlag = size == 0 || fileFlagReliable(f)
+	if size > 0 && fileFlagReliable(f) {
+		// Without it memories are never wiped in place, only dropped.
+		if b, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED); err == nil {
+			a.pool.pristine, a.pool.fileFlag = b, true
+		}
+	}
 	return a, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
@@ -197,7 +198,8 @@ func TestClosedPoolKeepsNothing(t *testing.T) {
 
 // A memory wiped in place reads as new whatever its instances wrote,
 // read or grew, round after round, and keeps resident the pages it
-// wrote past its image (what spares the next instance its page faults).
+// wrote, in its image and past it (what spares the next instance its
+// page faults).
 func TestWipedInPlaceOverManyInstances(t *testing.T) {
 	if !pagemapUsable() {
 		t.Fatal("this process's page map cannot be read")
@@ -248,17 +250,44 @@ func TestWipedInPlaceOverManyInstances(t *testing.T) {
 		}
 		_ = sum
 		last := len(b) - 1
-		b[last] = 1
+		b[last], b[0] = 1, ^b[0]
 		m.Free()
 		if len(img.pool.warm) != 1 {
 			t.Fatalf("round %d: not wiped in place", round)
 		}
-		var e [1]uint64
-		if err := pageFlags(pagemap(), img.pool.warm[0].reserved[last:], e[:]); err != nil {
-			t.Fatal(err)
+		for _, at := range []int{0, last} {
+			var e [1]uint64
+			if err := pageFlags(pagemap(), img.pool.warm[0].reserved[at:], e[:]); err != nil {
+				t.Fatal(err)
+			}
+			if e[0]&pmPresent == 0 {
+				t.Fatalf("round %d: the written page at %d was not kept resident", round, at)
+			}
 		}
-		if e[0]&pmPresent == 0 {
-			t.Fatalf("round %d: a written page past the image was not kept resident", round)
-		}
+	}
+}
+
+// An image allocator closed while its memories are released and wiped
+// keeps none of them, and no wipe reads the image once it is unmapped.
+func TestImageClosedWhileMemoriesAreWiped(t *testing.T) {
+	img, err := newImageAllocator(t.TempDir(), bytes.Repeat([]byte{7}, 3*os.Getpagesize()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms []*mmapMemory
+	for range 32 {
+		m := img.Allocate(wasmPage, 4*wasmPage).(*mmapMemory)
+		b := m.Reallocate(2 * wasmPage)
+		b[0], b[len(b)-1] = 1, 1
+		ms = append(ms, m)
+	}
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Go(m.Free)
+	}
+	img.Close()
+	wg.Wait()
+	if n := img.pool.kept(); n != 0 {
+		t.Fatalf("%d kept by a closed allocator", n)
 	}
 }
