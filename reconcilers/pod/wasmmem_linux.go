@@ -163,10 +163,11 @@ var warmSize = 16
 //
 // Safe for concurrent use.
 type memoryPool struct {
-	mu     sync.Mutex
-	warm   []pooled // wiped in place, pages resident
-	cold   []pooled // dropped, no memory
-	closed bool
+	mu      sync.Mutex
+	warm    []pooled // wiped in place, pages resident
+	cold    []pooled // dropped, no memory
+	warming int      // wipes in progress, each to be kept warm
+	closed  bool
 	// image is the bytes at the start of each mapping mapped from the
 	// allocator's image file; fileFlag says the page map told that
 	// file's pages from private copies when the image was made.
@@ -212,27 +213,24 @@ func (p *memoryPool) put(reserved []byte, committed uint64) bool {
 	}
 	p.mu.Lock()
 	full := p.closed || len(p.warm)+len(p.cold) >= poolSize
-	warm := len(p.warm) < warmSize && pagemapUsable()
+	// A wipe in place takes its place among the warm ones before it
+	// starts, so that concurrent releases keep at most warmSize.
+	slot := !full && len(p.warm)+p.warming < warmSize && pagemapUsable()
+	if slot {
+		p.warming++
+	}
 	p.mu.Unlock()
 	if full {
 		return false
 	}
-	if warm {
-		p.imageMu.RLock()
-		if p.image > 0 && (!p.fileFlag || uint64(len(p.pristine)) != p.image) ||
-			wipeInPlace(reserved[:committed], p.pristine) != nil {
-			warm = false
-		}
-		p.imageMu.RUnlock()
-	}
-	if !warm && committed > 0 {
-		if err := syscall.Madvise(reserved[:committed], syscall.MADV_DONTNEED); err != nil {
-			return false
-		}
-	}
+	warm := slot && p.wipe(reserved[:committed])
+	reset := warm || committed == 0 || syscall.Madvise(reserved[:committed], syscall.MADV_DONTNEED) == nil
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || len(p.warm)+len(p.cold) >= poolSize {
+	if slot {
+		p.warming--
+	}
+	if !reset || p.closed || len(p.warm)+len(p.cold) >= poolSize {
 		return false
 	}
 	if warm {
@@ -241,6 +239,16 @@ func (p *memoryPool) put(reserved []byte, committed uint64) bool {
 		p.cold = append(p.cold, pooled{reserved, committed})
 	}
 	return true
+}
+
+// wipe wipes b in place, if the pool's image allows it (wipeInPlace).
+func (p *memoryPool) wipe(b []byte) bool {
+	p.imageMu.RLock()
+	defer p.imageMu.RUnlock()
+	if p.image > 0 && (!p.fileFlag || uint64(len(p.pristine)) != p.image) {
+		return false
+	}
+	return wipeInPlace(b, p.pristine) == nil
 }
 
 // close unmaps the kept mappings and keeps no more.

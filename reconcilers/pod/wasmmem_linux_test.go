@@ -291,3 +291,24 @@ func TestImageClosedWhileMemoriesAreWiped(t *testing.T) {
 		t.Fatalf("%d kept by a closed allocator", n)
 	}
 }
+
+// Memories released together keep at most warmSize wiped in place; the
+// others are kept dropped.
+func TestWarmKeptAtMostWarmSize(t *testing.T) {
+	a := memoryAllocator().(*mmapAllocator)
+	defer a.Close()
+	var ms []experimental.LinearMemory
+	for range 40 {
+		m := a.Allocate(wasmPage, 4*wasmPage)
+		m.Reallocate(wasmPage)[0] = 1
+		ms = append(ms, m)
+	}
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Go(m.Free)
+	}
+	wg.Wait()
+	if len(a.pool.warm) != warmSize || a.pool.kept() != 40 || a.pool.warming != 0 {
+		t.Fatalf("%d warm of %d kept (%d warming); want %d of 40", len(a.pool.warm), a.pool.kept(), a.pool.warming, warmSize)
+	}
+}
