@@ -128,9 +128,12 @@ func (m *mmapMemory) Free() {
 
 // poolSize bounds the released mappings a pool keeps: enough for the
 // modules that start while others end on a busy node, few enough that
-// an idle node holds little address space and no memory (a pooled
-// mapping's pages are returned to the kernel when it is put).
+// an idle node holds little address space.
 const poolSize = 64
+
+// warmSize (a variable for tests) bounds the kept mappings whose pages stay resident (wiped in
+// place, see memoryPool); the others hold no memory.
+var warmSize = 16
 
 // memoryPool keeps released first reservations of one allocator's
 // memories, reset, for its next instances: a pod start then makes no
@@ -139,15 +142,41 @@ const poolSize = 64
 // running module waits for, and unmapping tears down page tables a
 // reused mapping keeps.
 //
-// A mapping is reset with madvise(MADV_DONTNEED), which frees every page
-// the instance touched: a page of the image reads the image again (the
-// mapping is the file's, private), any other reads as zeros. So an
-// instance never sees what an earlier one wrote, as with a new mapping.
+// A mapping is reset in one of two ways, each leaving it as a new
+// mapping reads (the image, then zeros), so that an instance never sees
+// what an earlier one wrote:
+//
+//   - wiped in place (warm, up to warmSize kept): the kernel's page map
+//     (/proc/self/pagemap) names each page the instance made present or
+//     that was swapped out; such a page past the image is cleared, one
+//     of the image that is no longer the image file's (written, so a
+//     private copy) is copied over from the image file (a shared,
+//     read-only mapping of it), and a page never touched is left as it
+//     is (it reads as zeros, or the image). Pages stay resident, so the
+//     next instance does not fault them in again (about 150 faults, most
+//     of a Go guest's, each costing more than clearing a page), and the
+//     wipe changes no mapping (no system call but the page map's read);
+//   - dropped (cold): madvise(MADV_DONTNEED) over everything committed
+//     frees every page the instance touched. Used past warmSize, and
+//     whenever the page map cannot be read or did not read as expected
+//     when this process first tried it (pagemapUsable).
+//
 // Safe for concurrent use.
 type memoryPool struct {
-	mu     sync.Mutex
-	free   []pooled
-	closed bool
+	mu      sync.Mutex
+	warm    []pooled // wiped in place, pages resident
+	cold    []pooled // dropped, no memory
+	warming int      // wipes in progress, each to be kept warm
+	closed  bool
+	// image is the bytes at the start of each mapping mapped from the
+	// allocator's image file; fileFlag says the page map told that
+	// file's pages from private copies when the image was made.
+	image    uint64
+	fileFlag bool
+	// pristine maps the image file shared and read-only, for wipes to
+	// copy from; imageMu keeps close from unmapping it under a wipe.
+	imageMu  sync.RWMutex
+	pristine []byte
 }
 
 type pooled struct {
@@ -155,17 +184,21 @@ type pooled struct {
 	committed uint64
 }
 
-// get takes a reset mapping of size bytes, if one is kept.
+// get takes a reset mapping of size bytes, if one is kept, a warm one
+// first.
 func (p *memoryPool) get(size uint64) ([]byte, uint64, bool) {
 	if p == nil {
 		return nil, 0, false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i := len(p.free) - 1; i >= 0; i-- {
-		if f := p.free[i]; uint64(len(f.reserved)) == size {
-			p.free = append(p.free[:i], p.free[i+1:]...)
-			return f.reserved, f.committed, true
+	for _, list := range []*[]pooled{&p.warm, &p.cold} {
+		l := *list
+		for i := len(l) - 1; i >= 0; i-- {
+			if f := l[i]; uint64(len(f.reserved)) == size {
+				*list = append(l[:i], l[i+1:]...)
+				return f.reserved, f.committed, true
+			}
 		}
 	}
 	return nil, 0, false
@@ -179,23 +212,43 @@ func (p *memoryPool) put(reserved []byte, committed uint64) bool {
 		return false
 	}
 	p.mu.Lock()
-	full := p.closed || len(p.free) >= poolSize
+	full := p.closed || len(p.warm)+len(p.cold) >= poolSize
+	// A wipe in place takes its place among the warm ones before it
+	// starts, so that concurrent releases keep at most warmSize.
+	slot := !full && len(p.warm)+p.warming < warmSize && pagemapUsable()
+	if slot {
+		p.warming++
+	}
 	p.mu.Unlock()
 	if full {
 		return false
 	}
-	if committed > 0 {
-		if err := syscall.Madvise(reserved[:committed], syscall.MADV_DONTNEED); err != nil {
-			return false
-		}
-	}
+	warm := slot && p.wipe(reserved[:committed])
+	reset := warm || committed == 0 || syscall.Madvise(reserved[:committed], syscall.MADV_DONTNEED) == nil
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || len(p.free) >= poolSize {
+	if slot {
+		p.warming--
+	}
+	if !reset || p.closed || len(p.warm)+len(p.cold) >= poolSize {
 		return false
 	}
-	p.free = append(p.free, pooled{reserved, committed})
+	if warm {
+		p.warm = append(p.warm, pooled{reserved, committed})
+	} else {
+		p.cold = append(p.cold, pooled{reserved, committed})
+	}
 	return true
+}
+
+// wipe wipes b in place, if the pool's image allows it (wipeInPlace).
+func (p *memoryPool) wipe(b []byte) bool {
+	p.imageMu.RLock()
+	defer p.imageMu.RUnlock()
+	if p.image > 0 && (!p.fileFlag || uint64(len(p.pristine)) != p.image) {
+		return false
+	}
+	return wipeInPlace(b, p.pristine) == nil
 }
 
 // close unmaps the kept mappings and keeps no more.
@@ -203,10 +256,16 @@ func (p *memoryPool) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true
-	for _, f := range p.free {
+	for _, f := range append(p.warm, p.cold...) {
 		_ = syscall.Munmap(f.reserved)
 	}
-	p.free = nil
+	p.warm, p.cold = nil, nil
+	p.imageMu.Lock()
+	defer p.imageMu.Unlock()
+	if p.pristine != nil {
+		_ = syscall.Munmap(p.pristine)
+		p.pristine = nil
+	}
 }
 
 // imageAllocator backs memories that begin as a module's data segments
@@ -237,7 +296,15 @@ func newImageAllocator(dir string, image []byte) (*imageAllocator, error) {
 		f.Close()
 		return nil, err
 	}
-	return &imageAllocator{f: f, size: size}, nil
+	a := &imageAllocator{f: f, size: size}
+	a.pool.image = size
+	if size > 0 && fileFlagReliable(f) {
+		// Without it memories are never wiped in place, only dropped.
+		if b, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED); err == nil {
+			a.pool.pristine, a.pool.fileFlag = b, true
+		}
+	}
+	return a, nil
 }
 
 // Allocate implements experimental.MemoryAllocator.
@@ -280,4 +347,11 @@ func mapFixed(b []byte, fd uintptr) error {
 		return errors.New("mapped elsewhere")
 	}
 	return nil
+}
+
+// kept is how many mappings the pool holds.
+func (p *memoryPool) kept() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.warm) + len(p.cold)
 }
