@@ -1,6 +1,9 @@
 package kubeapi
 
 import (
+	"log"
+	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -19,6 +22,7 @@ type task struct {
 	f     func()
 	done  chan struct{} // one value when f has returned
 	panic any           // what f panicked with, raised again by run
+	stack []byte        // the worker's stack at the panic (not for ErrAbortHandler)
 }
 
 const workerIdle = 10 * time.Second
@@ -42,6 +46,11 @@ func (p *workers) run(f func()) {
 	t.f, t.panic = nil, nil
 	tasks.Put(t)
 	if v != nil {
+		if st := t.stack; st != nil {
+			// net/http logs the stack of this goroutine; the handler's
+			// frames were on the worker's.
+			log.Printf("kubeapi: handler panicked: %v\n%s", v, st)
+		}
 		panic(v)
 	}
 }
@@ -62,7 +71,10 @@ func (p *workers) work(t *task) {
 
 func (t *task) call() {
 	defer func() {
-		t.panic = recover()
+		t.panic, t.stack = recover(), nil
+		if t.panic != nil && t.panic != http.ErrAbortHandler {
+			t.stack = debug.Stack()
+		}
 		t.done <- struct{}{}
 	}()
 	t.f()

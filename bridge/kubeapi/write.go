@@ -37,7 +37,10 @@ var droppedMetadata = []string{"generateName", "ownerReferences", "selfLink"}
 func readAll(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body := http.MaxBytesReader(w, r.Body, maxBody)
 	if n := r.ContentLength; n > 0 && n <= maxBody {
-		b := make([]byte, 0, n+1) // +1: the read that finds the end
+		// +1: the read that finds the end. A declared length is not
+		// trusted with memory before the bytes come: past 64 KiB the
+		// buffer grows as they do.
+		b := make([]byte, 0, min(n, 64<<10)+1)
 		for {
 			m, err := body.Read(b[len(b):cap(b)])
 			b = b[:len(b)+m]
@@ -48,7 +51,8 @@ func readAll(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 				return b, err
 			}
 			if len(b) == cap(b) {
-				// Longer than declared: the rest as io.ReadAll reads it.
+				// Longer than declared, or than the first buffer: the
+				// rest as io.ReadAll reads it.
 				rest, err := io.ReadAll(body)
 				return append(b, rest...), err
 			}

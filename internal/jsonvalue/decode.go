@@ -14,8 +14,8 @@ import (
 // document that is not a T — is left to encoding/json, which gives the
 // value or the error.
 func Unmarshal[T map[string]any | []any](data []byte, v *T) error {
-	if len(*v) > 0 {
-		// encoding/json merges into what v holds.
+	if *v != nil {
+		// encoding/json fills the map v holds (others may share it).
 		return json.Unmarshal(data, v)
 	}
 	d := decoder{data: data}

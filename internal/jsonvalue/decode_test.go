@@ -72,3 +72,16 @@ func checkUnmarshal(t *testing.T, b []byte) {
 func sameError(a, b error) bool {
 	return a == nil && b == nil || a != nil && b != nil && a.Error() == b.Error()
 }
+
+// A non-nil map is filled, as encoding/json fills it: others sharing it
+// see the keys.
+func TestUnmarshalFillsTheMapGiven(t *testing.T) {
+	m := map[string]any{}
+	shared := m
+	if err := Unmarshal([]byte(`{"a":1}`), &m); err != nil {
+		t.Fatal(err)
+	}
+	if shared["a"] != float64(1) {
+		t.Fatalf("the map given was not filled: %v", shared)
+	}
+}

@@ -48,7 +48,17 @@ var buffers = make(chan []byte, 16)
 
 // Append appends json.Marshal(v) to dst. On error dst is returned as far
 // as it was written, with the error json.Marshal gives.
-func Append(dst []byte, v any) ([]byte, error) {
+func Append(dst []byte, v any) ([]byte, error) { return appendValue(dst, v, 0) }
+
+// maxDepth is how deep appendValue nests before it hands the rest to
+// encoding/json, which finds a value that contains itself (an error)
+// where recursing on would overflow the stack.
+const maxDepth = 1000
+
+func appendValue(dst []byte, v any, depth int) ([]byte, error) {
+	if depth > maxDepth {
+		return marshal(dst, v)
+	}
 	switch v := v.(type) {
 	case nil:
 		return append(dst, "null"...), nil
@@ -72,7 +82,7 @@ func Append(dst []byte, v any) ([]byte, error) {
 		if v == nil {
 			return append(dst, "null"...), nil
 		}
-		return appendMap(dst, v)
+		return appendMap(dst, v, depth)
 	case []any:
 		if v == nil {
 			return append(dst, "null"...), nil
@@ -83,7 +93,7 @@ func Append(dst []byte, v any) ([]byte, error) {
 				dst = append(dst, ',')
 			}
 			var err error
-			if dst, err = Append(dst, e); err != nil {
+			if dst, err = appendValue(dst, e, depth+1); err != nil {
 				return dst, err
 			}
 		}
@@ -103,7 +113,7 @@ func marshal(dst []byte, v any) ([]byte, error) {
 // keysPool holds the slices map keys are sorted in.
 var keysPool = make(chan []string, 64)
 
-func appendMap(dst []byte, m map[string]any) ([]byte, error) {
+func appendMap(dst []byte, m map[string]any, depth int) ([]byte, error) {
 	var keys []string
 	select {
 	case keys = <-keysPool:
@@ -122,7 +132,7 @@ func appendMap(dst []byte, m map[string]any) ([]byte, error) {
 		}
 		dst = appendString(dst, k)
 		dst = append(dst, ':')
-		if dst, err = Append(dst, m[k]); err != nil {
+		if dst, err = appendValue(dst, m[k], depth+1); err != nil {
 			break
 		}
 	}

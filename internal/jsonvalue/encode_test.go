@@ -111,3 +111,18 @@ func randomString(r *rand.Rand) string {
 	}
 	return string(b)
 }
+
+// A value that contains itself is an error, as json.Marshal gives, not a
+// stack overflow.
+func TestAppendCycleIsAnError(t *testing.T) {
+	m := map[string]any{}
+	m["self"] = m
+	if _, err := Append(nil, m); err == nil {
+		t.Fatal("a map that contains itself encoded without an error")
+	}
+	l := []any{nil}
+	l[0] = l
+	if _, err := Append(nil, l); err == nil {
+		t.Fatal("a list that contains itself encoded without an error")
+	}
+}

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -179,7 +180,9 @@ func (c *checker) object(m map[string]any, prefix string) *schemas.Object {
 // liftContent moves a kind's top-level content fields under spec.
 func liftContent(c *checker, m map[string]any, prefix string, content []string) map[string]any {
 	spec, _ := m["spec"].(map[string]any)
-	moved := false
+	// m is the caller's (DecodeValue reads a value it does not own):
+	// its spec is copied before a field is moved into it.
+	moved, own := false, spec == nil
 	for _, f := range content {
 		v, ok := m[f]
 		if !ok {
@@ -189,11 +192,14 @@ func liftContent(c *checker, m map[string]any, prefix string, content []string) 
 			if _, hasSpec := m["spec"]; hasSpec {
 				return m // spec has the wrong type; that error is reported below
 			}
-			spec = map[string]any{}
+			spec, own = map[string]any{}, true
 		}
 		if _, clash := spec[f]; clash {
 			c.add(fieldPath(prefix, f), "is given both at the top level and under spec; keep one")
 			continue
+		}
+		if !own {
+			spec, own = maps.Clone(spec), true
 		}
 		spec[f] = v
 		moved = true

@@ -158,3 +158,19 @@ func randomSpec(r *rand.Rand, depth int) map[string]any {
 	}
 	return m
 }
+
+// DecodeValue reads the value it is given and never changes it: a kind's
+// top-level content moved under spec goes into a copy of spec.
+func TestDecodeValueLeavesItsInputAlone(t *testing.T) {
+	spec := map[string]any{"x": "y"}
+	v := map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "a", "namespace": "d"},
+		"data":     map[string]any{"k": "v"},
+		"spec":     spec,
+	}
+	_, _ = DecodeValue("body", v) // refused (a ConfigMap has no spec.x), or not
+	if len(spec) != 1 || spec["x"] != "y" {
+		t.Fatalf("DecodeValue changed its input's spec: %v", spec)
+	}
+}
