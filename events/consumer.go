@@ -33,17 +33,45 @@ type ConsumerOptions struct {
 	// pulled for PinnedTTL (default 4 s).
 	PriorityGroup string
 	PinnedTTL     time.Duration
+	// AckAll makes the consumer's acknowledgement policy ack-all: Ack of a
+	// delivery acknowledges it and every earlier delivery of the consumer
+	// at once, so a reader that tracks which deliveries are done sends one
+	// acknowledgement for many (decision 0108). A durable consumer keeps
+	// the policy it was created with: an AckAll consumer needs a name of
+	// its own.
+	AckAll bool
+	// Replaces names durable consumers this one supersedes (the same
+	// reader under an earlier name): they are deleted before it is read.
+	// One that does not exist, or cannot be deleted with the reader's
+	// credential, is left as it is.
+	Replaces []string
 }
 
 // Delivery is a message from a durable consumer.
 type Delivery struct {
 	Message
 	msg jetstream.Msg
+	// ack, when set, is what Ack does instead (OnAck).
+	ack func() error
 }
 
 // Ack acknowledges the delivery: the work it triggered is done (or its
-// retry is scheduled) and it need not come again.
-func (d Delivery) Ack() error { return d.msg.Ack() }
+// retry is scheduled) and it need not come again. On an AckAll consumer
+// it acknowledges every earlier delivery of the consumer too.
+func (d Delivery) Ack() error {
+	if d.ack != nil {
+		return d.ack()
+	}
+	return d.msg.Ack()
+}
+
+// OnAck returns d whose Ack calls fn instead of acknowledging: a reader
+// that acknowledges many deliveries with one (AckAll) hands its workers
+// such deliveries, and acknowledges the original itself.
+func (d Delivery) OnAck(fn func() error) Delivery {
+	d.ack = fn
+	return d
+}
 
 // Consume reads a durable consumer, creating or updating it, and hands each
 // delivery to fn in order until ctx ends. fn must not block for long; it
@@ -59,9 +87,20 @@ func (l *Log) Consume(ctx context.Context, opts ConsumerOptions, fn func(Deliver
 	if opts.MaxAckPending == 0 {
 		opts.MaxAckPending = 100_000
 	}
+	for _, old := range opts.Replaces {
+		// Best effort: a consumer left behind costs its state, not
+		// correctness (nobody reads it).
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_ = l.stream.DeleteConsumer(dctx, old)
+		cancel()
+	}
+	policy := jetstream.AckExplicitPolicy
+	if opts.AckAll {
+		policy = jetstream.AckAllPolicy
+	}
 	cfg := jetstream.ConsumerConfig{
 		Durable:       opts.Name,
-		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckPolicy:     policy,
 		AckWait:       opts.AckWait,
 		MaxAckPending: opts.MaxAckPending,
 		DeliverPolicy: jetstream.DeliverAllPolicy,

@@ -327,9 +327,12 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members
 		ttl = 4 * time.Second
 	}
 	failures, got := 0, 0
+	// One frontier for every read of this holding: a delivery of an
+	// earlier read may still be running when a later read's are done.
+	acks := newAckFrontier()
 	count := func(d events.Delivery) {
 		got++
-		rt.trigger(d)
+		rt.trigger(acks.track(d))
 	}
 	_ = retry.Do(ctx, retry.Constant(250*time.Millisecond), func(_ int, err error, _ time.Duration) {
 		if failures++; retry.Often(failures) {
@@ -349,6 +352,7 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members
 		err := rt.cfg.Log.Consume(ctx, events.ConsumerOptions{
 			Name: consumer, Filter: events.PartitionFilter(p), Filters: ps.kindFilters(p),
 			PriorityGroup: priorityGroup, PinnedTTL: rt.cfg.PinnedTTL,
+			AckAll: true, Replaces: []string{events.ExplicitAckPartitionConsumer(rt.cfg.Consumer, p)},
 		}, count)
 		if time.Since(began) > time.Minute {
 			failures = 0
@@ -358,7 +362,7 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members
 		}
 		return err
 	})
-	ps.giveUp(stopping, p, consumer, members, log, fenced.Load())
+	ps.giveUp(stopping, p, consumer, members, log, fenced.Load(), acks)
 }
 
 // giveUp stops runs of p from starting, waits for those in flight, then
@@ -368,7 +372,7 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members
 func (ps *partitions) giveUp(stopping context.Context, p int, consumer string, members Members, log interface {
 	Info(string, ...any)
 	Warn(string, ...any)
-}, fenced bool) {
+}, fenced bool, acks *ackFrontier) {
 	rt := ps.rt
 	started := time.Now()
 	ps.mu.Lock()
@@ -390,6 +394,9 @@ func (ps *partitions) giveUp(stopping context.Context, p int, consumer string, m
 	for _, c := range rt.byKind {
 		c.dropPartition(p)
 	}
+	// Every delivery of p is done now: tell the log before the next
+	// holder reads the consumer.
+	acks.flush()
 	if !fenced {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := rt.cfg.Log.Unpin(ctx, consumer, priorityGroup); err != nil {
