@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -37,7 +36,10 @@ func fastJSON(raw []byte) (any, error) {
 	if err != nil {
 		return nil, errNotFastJSON
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	// Nothing may follow the object (trimmed holds no trailing
+	// whitespace). Asking the decoder for another token would say so too,
+	// but makes and formats an error for every document.
+	if dec.InputOffset() != int64(len(trimmed)) {
 		return nil, errNotFastJSON
 	}
 	return v, nil
