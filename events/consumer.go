@@ -40,6 +40,20 @@ type ConsumerOptions struct {
 	// the policy it was created with: an AckAll consumer needs a name of
 	// its own.
 	AckAll bool
+	// MemoryState keeps the consumer's state — what it delivered, what is
+	// acknowledged — in the servers' memory instead of a file each server
+	// rewrites up to ten times a second while the consumer is busy
+	// (decision 0109). A restart of the server (of every server, on a
+	// cluster) loses the consumer; the next read creates it again,
+	// starting after StartAfter. A reader that covers what came before
+	// some sequence in another way (the runtime's take-over runs every
+	// key) loses no trigger by it. Like AckAll, it needs a name of its
+	// own: a durable consumer keeps the storage it was created with.
+	MemoryState bool
+	// StartAfter, when not 0, is the sequence after which a consumer that
+	// does not exist yet starts delivering (0: from the log's first
+	// event). A consumer that exists reads on from where it is.
+	StartAfter uint64
 	// Replaces names durable consumers this one supersedes (the same
 	// reader under an earlier name): they are deleted before it is read.
 	// One that does not exist, or cannot be deleted with the reader's
@@ -105,6 +119,7 @@ func (l *Log) Consume(ctx context.Context, opts ConsumerOptions, fn func(Deliver
 		MaxAckPending: opts.MaxAckPending,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		MaxDeliver:    -1,
+		MemoryStorage: opts.MemoryState,
 	}
 	switch {
 	case len(opts.Filters) == 1:
@@ -129,7 +144,7 @@ func (l *Log) Consume(ctx context.Context, opts ConsumerOptions, fn func(Deliver
 	// Bounded: a request sent while the stream elects a leader may go
 	// unanswered, and the caller's next attempt may find the new one.
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	cons, err := l.stream.CreateOrUpdateConsumer(cctx, cfg)
+	cons, err := l.ensureConsumer(cctx, cfg, opts.StartAfter)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", opts.Name, err)
@@ -154,6 +169,37 @@ func (l *Log) Consume(ctx context.Context, opts ConsumerOptions, fn func(Deliver
 			return fmt.Errorf("consumer %s: %w", opts.Name, err)
 		}
 		fn(Delivery{Message: Message{Data: msg.Data(), Sequence: meta.Sequence.Stream, Pending: meta.NumPending, Subject: msg.Subject()}, msg: msg})
+	}
+}
+
+// ensureConsumer creates cfg's durable consumer, starting after
+// startAfter (0: at the log's first event), or, when it exists, updates
+// what may change of it (its filters, its limits) and keeps where it
+// reads from.
+func (l *Log) ensureConsumer(ctx context.Context, cfg jetstream.ConsumerConfig, startAfter uint64) (jetstream.Consumer, error) {
+	if startAfter == 0 {
+		return l.stream.CreateOrUpdateConsumer(ctx, cfg)
+	}
+	for {
+		cur, err := l.stream.Consumer(ctx, cfg.Durable)
+		switch {
+		case err == nil:
+			was := cur.CachedInfo().Config
+			cfg.DeliverPolicy, cfg.OptStartSeq, cfg.OptStartTime = was.DeliverPolicy, was.OptStartSeq, was.OptStartTime
+			return l.stream.CreateOrUpdateConsumer(ctx, cfg)
+		case !errors.Is(err, jetstream.ErrConsumerNotFound):
+			return nil, err
+		}
+		fresh := cfg
+		fresh.DeliverPolicy, fresh.OptStartSeq = jetstream.DeliverByStartSequencePolicy, startAfter+1
+		c, err := l.stream.CreateConsumer(ctx, fresh)
+		if !errors.Is(err, jetstream.ErrConsumerExists) {
+			return c, err
+		}
+		// Another reader created it meanwhile: read it as it is.
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 	}
 }
 
