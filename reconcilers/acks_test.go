@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/reconcilers"
 	"github.com/jetplane/jetplane/reconcilers/queue"
@@ -115,4 +117,31 @@ func TestAckAllWaitsForTheRunOfAnEarlierDelivery(t *testing.T) {
 	if _, sent, _ := wire.newest(p); sent >= 12 {
 		t.Fatalf("%d acknowledgements for 12 deliveries; want fewer, one for many", sent)
 	}
+}
+
+// A partition consumer lost with its server (its state lives in memory,
+// decision 0109) is created again by the next read, and changes after
+// that are run.
+func TestLostPartitionConsumerIsCreatedAgain(t *testing.T) {
+	rec := newRecorder()
+	e := start(t, queue.Config{}, rec)
+	e.apply(t, widget("a", "1"))
+	eventually(t, "a Ready", func() bool { return ready(e.store, "a") })
+	js, err := jetstream.New(e.log.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := events.PartitionConsumer("", events.Partition(key("a").Proto(), e.log.Partitions()))
+	ctx := context.Background()
+	if err := js.DeleteConsumer(ctx, events.StreamName, name); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the consumer created again", func() bool {
+		c, err := js.Consumer(ctx, events.StreamName, name)
+		return err == nil && c.CachedInfo().Config.MemoryStorage
+	})
+	e.apply(t, widget("a", "2"))
+	eventually(t, "a Ready at generation 2", func() bool {
+		return ready(e.store, "a") && e.store.Get(key("a")).Metadata.Generation == 2
+	})
 }
