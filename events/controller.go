@@ -28,7 +28,7 @@ const (
 	// instances and from other controllers.
 	ControllerBucketPrefix = "JP_CTL_"
 	// ControllerConsumerPrefix starts the names of a controller's
-	// partition consumers on the log: ControllerConsumerPrefix+name-p.
+	// partition consumers on the log: ControllerConsumerPrefix+name_p (PartitionConsumer).
 	ControllerConsumerPrefix = "jp-ctl-"
 )
 

@@ -147,9 +147,22 @@ const MaxPartitions = 1024
 const PartitionConsumerPrefix = "jp-reconcilers"
 
 // PartitionConsumer is the name of the runtime's consumer of partition p
-// (prefix "" is PartitionConsumerPrefix). No credential but an instance's
-// may create, change, read or acknowledge on it.
+// (prefix "" is PartitionConsumerPrefix): <prefix>_<p>. No credential but
+// an instance's may create, change, read or acknowledge on it. These
+// consumers acknowledge with ack-all (decision 0108); the underscore,
+// which no controller's name (a DNS-1123 label) holds, keeps their names
+// apart from the earlier ones (ExplicitAckPartitionConsumer).
 func PartitionConsumer(prefix string, p int) string {
+	if prefix == "" {
+		prefix = PartitionConsumerPrefix
+	}
+	return prefix + "_" + strconv.Itoa(p)
+}
+
+// ExplicitAckPartitionConsumer is the name partition p's consumer had
+// before decision 0108, <prefix>-<p>, when it acknowledged each delivery
+// on its own; the runtime deletes it when it reads the partition.
+func ExplicitAckPartitionConsumer(prefix string, p int) string {
 	if prefix == "" {
 		prefix = PartitionConsumerPrefix
 	}

@@ -306,7 +306,7 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members
 	ps.on[p] = true
 	ps.runs[p] = newRunContext(ps.runCtx, members, lost)
 	ps.mu.Unlock()
-	keys := ps.enqueue(p)
+	keys, start := ps.enqueue(p)
 	log.Info("partition taken", "keys", keys, "waited", time.Since(asked).Round(time.Millisecond))
 	consumer := events.PartitionConsumer(rt.cfg.Consumer, p)
 	// A read that fails (NATS electing a leader, a consumer lost) is
@@ -327,9 +327,12 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members
 		ttl = 4 * time.Second
 	}
 	failures, got := 0, 0
+	// One frontier for every read of this holding: a delivery of an
+	// earlier read may still be running when a later read's are done.
+	acks := newAckFrontier()
 	count := func(d events.Delivery) {
 		got++
-		rt.trigger(d)
+		rt.trigger(acks.track(d))
 	}
 	_ = retry.Do(ctx, retry.Constant(250*time.Millisecond), func(_ int, err error, _ time.Duration) {
 		if failures++; retry.Often(failures) {
@@ -337,7 +340,9 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members
 		}
 		if got > 0 {
 			got = 0
-			log.Info("partition keys enqueued again after the read ended", "keys", ps.enqueue(p))
+			var n int
+			n, start = ps.enqueue(p)
+			log.Info("partition keys enqueued again after the read ended", "keys", n)
 			time.AfterFunc(ttl, func() {
 				if ps.active(p) {
 					ps.enqueue(p)
@@ -349,6 +354,11 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members
 		err := rt.cfg.Log.Consume(ctx, events.ConsumerOptions{
 			Name: consumer, Filter: events.PartitionFilter(p), Filters: ps.kindFilters(p),
 			PriorityGroup: priorityGroup, PinnedTTL: rt.cfg.PinnedTTL,
+			AckAll: true, Replaces: []string{events.ExplicitAckPartitionConsumer(rt.cfg.Consumer, p)},
+			// Every key was enqueued at start (at take-over, or once a
+			// read that had delivered ended): a consumer the log lost
+			// with its server starts after it (decision 0109).
+			MemoryState: true, StartAfter: start,
 		}, count)
 		if time.Since(began) > time.Minute {
 			failures = 0
@@ -358,7 +368,7 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members
 		}
 		return err
 	})
-	ps.giveUp(stopping, p, consumer, members, log, fenced.Load())
+	ps.giveUp(stopping, p, consumer, members, log, fenced.Load(), acks)
 }
 
 // giveUp stops runs of p from starting, waits for those in flight, then
@@ -368,7 +378,7 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members
 func (ps *partitions) giveUp(stopping context.Context, p int, consumer string, members Members, log interface {
 	Info(string, ...any)
 	Warn(string, ...any)
-}, fenced bool) {
+}, fenced bool, acks *ackFrontier) {
 	rt := ps.rt
 	started := time.Now()
 	ps.mu.Lock()
@@ -390,6 +400,9 @@ func (ps *partitions) giveUp(stopping context.Context, p int, consumer string, m
 	for _, c := range rt.byKind {
 		c.dropPartition(p)
 	}
+	// Every delivery of p is done now: tell the log before the next
+	// holder reads the consumer.
+	acks.flush()
 	if !fenced {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := rt.cfg.Log.Unpin(ctx, consumer, priorityGroup); err != nil {
@@ -441,9 +454,10 @@ type keysWhere interface {
 }
 
 // enqueue queues every key of partition p of every handled kind, and
-// reports how many.
-func (ps *partitions) enqueue(p int) int {
-	n := 0
+// reports how many, and the sequence of the state their runs read at least
+// (every event up to it is covered by them).
+func (ps *partitions) enqueue(p int) (int, uint64) {
+	n, at := 0, uint64(0)
 	for kind, c := range ps.rt.byKind {
 		// A bare kind lists every group's; keep this kind's own.
 		keep := func(k projections.Key) bool { return k.Kind == kind && ps.of(k) == p }
@@ -466,8 +480,11 @@ func (ps *partitions) enqueue(p int) int {
 		}
 		c.addAll(mine, seq)
 		n += len(mine)
+		if at == 0 || seq < at {
+			at = seq
+		}
 	}
-	return n
+	return n, at
 }
 
 // enqueueActive queues every key of every active partition.

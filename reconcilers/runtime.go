@@ -90,7 +90,8 @@ type Config struct {
 	// Queue tunes every kind's queue (concurrency, backoff, resync).
 	Queue queue.Config
 	// Consumer prefixes the durable consumers' names, one per partition:
-	// <Consumer>-<partition> (default "jp-reconcilers").
+	// events.PartitionConsumer(Consumer, partition) (default prefix
+	// "jp-reconcilers").
 	Consumer string
 	// Members tunes membership: how fast a dead instance's partitions move
 	// to the live ones.

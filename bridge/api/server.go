@@ -351,7 +351,8 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, _ string) error {
 	if err != nil {
 		return bodyError(err)
 	}
-	source := r.URL.Query().Get("source")
+	query := r.URL.Query() // parsed once: each call parses the URL again
+	source := query.Get("source")
 	if source == "" {
 		source = "request body"
 	}
@@ -370,7 +371,7 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, _ string) error {
 	// objects than one atomic write holds.
 	p := principalOf(r.Context()).gate()
 	var outcomes []gate.Outcome
-	if r.URL.Query().Get("dryRun") == "true" {
+	if query.Get("dryRun") == "true" {
 		outcomes, err = s.cfg.Gate.DryRun(r.Context(), p, objs)
 	} else {
 		outcomes, err = s.cfg.Gate.Apply(r.Context(), p, objs, idem)

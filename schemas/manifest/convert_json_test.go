@@ -85,6 +85,7 @@ func TestFastJSONMatchesYAML(t *testing.T) {
 	for _, raw := range []string{
 		`{"a": 1, "a": 2}`, `{"n": 123456789012345678901}`, `{"n": 1e400}`, `{"a": 1} x`,
 		`{"a": [1, 2}`, `{"a": "\ud800"}`, `["not", "an", "object"]`,
+		`{"a": 1}}`, `{"a": 1} {"b": 2}`, `{"a": 1}  ]`, "{\"a\": 1}\n\n,",
 	} {
 		if _, err := fastJSON([]byte(raw)); err == nil {
 			t.Errorf("fast path accepted %s", raw)

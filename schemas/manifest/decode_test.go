@@ -370,3 +370,16 @@ func BenchmarkDecode(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "objects/s")
 }
+
+// BenchmarkDecodeOneJSON decodes one small JSON document, as an API
+// client sending one object a request does.
+func BenchmarkDecodeOneJSON(b *testing.B) {
+	data := []byte(`{"apiVersion":"v1","kind":"Bench","metadata":{"name":"o-1","namespace":"bench"},"spec":{"size":1}}` + "\n---\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		objs, err := Decode("request body", data)
+		if err != nil || len(objs) != 1 {
+			b.Fatalf("got %d objects, %v", len(objs), err)
+		}
+	}
+}
