@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,17 +35,107 @@ type ConsumerOptions struct {
 	// pulled for PinnedTTL (default 4 s).
 	PriorityGroup string
 	PinnedTTL     time.Duration
+	// AckRuns acknowledges runs of deliveries with one message: the
+	// consumer acknowledges everything up to the sequence it is sent
+	// (the all-below policy, which a durable consumer cannot change
+	// later: use a name that never had the explicit one), and Ack only
+	// marks a delivery done. Once every delivery this read handed over up
+	// to a sequence is done, that sequence is acknowledged, at most once
+	// every AckDelay (default 10 ms). A delivery not yet done holds back
+	// the acknowledgement of every later one.
+	AckRuns  bool
+	AckDelay time.Duration
 }
 
 // Delivery is a message from a durable consumer.
 type Delivery struct {
 	Message
 	msg jetstream.Msg
+	// run is the delivery's place in its read's acknowledgements when
+	// the consumer acknowledges runs (ConsumerOptions.AckRuns).
+	run *runAcks
+	at  *pendingAck
 }
 
 // Ack acknowledges the delivery: the work it triggered is done (or its
-// retry is scheduled) and it need not come again.
-func (d Delivery) Ack() error { return d.msg.Ack() }
+// retry is scheduled) and it need not come again. With AckRuns, the
+// acknowledgement is sent with the run it ends, later.
+func (d Delivery) Ack() error {
+	if d.run != nil {
+		d.run.done(d.at)
+		return nil
+	}
+	return d.msg.Ack()
+}
+
+// runAcks acknowledges the deliveries of one read of an all-below
+// consumer: out holds those handed over and not yet acknowledged, in
+// stream order; once a prefix of them is done, its last message is
+// acknowledged, which covers the whole prefix on the server.
+type runAcks struct {
+	delay time.Duration
+
+	mu    sync.Mutex
+	out   []*pendingAck
+	ready jetstream.Msg // the last message of the done prefix, not yet sent
+	armed bool          // a send of ready is scheduled
+}
+
+type pendingAck struct {
+	seq  uint64
+	msg  jetstream.Msg
+	done bool
+}
+
+// add records a delivery handed over, in stream order: a delivery made
+// again (a lower sequence than the last) takes its place among the
+// others, so that no acknowledgement covers it before it is done.
+func (r *runAcks) add(seq uint64, msg jetstream.Msg) *pendingAck {
+	p := &pendingAck{seq: seq, msg: msg}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := len(r.out)
+	for i > 0 && r.out[i-1].seq > seq {
+		i--
+	}
+	r.out = slices.Insert(r.out, i, p)
+	return p
+}
+
+// done marks p done and, once the deliveries before it are too, schedules
+// the acknowledgement of the done prefix.
+func (r *runAcks) done(p *pendingAck) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p.done {
+		return
+	}
+	p.done = true
+	n := 0
+	for n < len(r.out) && r.out[n].done {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	r.ready = r.out[n-1].msg
+	clear(r.out[:n])
+	r.out = r.out[n:]
+	if !r.armed {
+		r.armed = true
+		time.AfterFunc(r.delay, r.send)
+	}
+}
+
+func (r *runAcks) send() {
+	r.mu.Lock()
+	m := r.ready
+	r.ready, r.armed = nil, false
+	r.mu.Unlock()
+	if m != nil {
+		_ = m.Ack()
+	}
+}
 
 // Consume reads a durable consumer, creating or updating it, and hands each
 // delivery to fn in order until ctx ends. fn must not block for long; it
@@ -59,9 +151,18 @@ func (l *Log) Consume(ctx context.Context, opts ConsumerOptions, fn func(Deliver
 	if opts.MaxAckPending == 0 {
 		opts.MaxAckPending = 100_000
 	}
+	var run *runAcks
+	policy := jetstream.AckExplicitPolicy
+	if opts.AckRuns {
+		policy = jetstream.AckAllPolicy
+		if opts.AckDelay <= 0 {
+			opts.AckDelay = 10 * time.Millisecond
+		}
+		run = &runAcks{delay: opts.AckDelay}
+	}
 	cfg := jetstream.ConsumerConfig{
 		Durable:       opts.Name,
-		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckPolicy:     policy,
 		AckWait:       opts.AckWait,
 		MaxAckPending: opts.MaxAckPending,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
@@ -114,7 +215,11 @@ func (l *Log) Consume(ctx context.Context, opts ConsumerOptions, fn func(Deliver
 		if err != nil {
 			return fmt.Errorf("consumer %s: %w", opts.Name, err)
 		}
-		fn(Delivery{Message: Message{Data: msg.Data(), Sequence: meta.Sequence.Stream, Pending: meta.NumPending, Subject: msg.Subject()}, msg: msg})
+		d := Delivery{Message: Message{Data: msg.Data(), Sequence: meta.Sequence.Stream, Pending: meta.NumPending, Subject: msg.Subject()}, msg: msg}
+		if run != nil {
+			d.run, d.at = run, run.add(meta.Sequence.Stream, msg)
+		}
+		fn(d)
 	}
 }
 

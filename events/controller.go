@@ -29,7 +29,13 @@ const (
 	ControllerBucketPrefix = "JP_CTL_"
 	// ControllerConsumerPrefix starts the names of a controller's
 	// partition consumers on the log: ControllerConsumerPrefix+name-p.
-	ControllerConsumerPrefix = "jp-ctl-"
+	// They acknowledge runs of deliveries (ConsumerOptions.AckRuns).
+	ControllerConsumerPrefix = "jp-ctla-"
+	// explicitConsumerPrefix started them while they acknowledged each
+	// delivery on its own; a durable consumer cannot change its policy,
+	// so they were named anew, and the old ones are deleted
+	// (ControllerLog.DeleteOldConsumers).
+	explicitConsumerPrefix = "jp-ctl-"
 )
 
 // ControllerSubject is the subject controller name sends its writes on.
@@ -82,6 +88,22 @@ func OpenController(ctx context.Context, nc *nats.Conn, name string) (*Controlle
 		return nil, err
 	}
 	return &ControllerLog{Log: l, name: name}, nil
+}
+
+// DeleteOldConsumers deletes the partition consumers the controller read
+// with before they acknowledged runs of deliveries (named
+// "jp-ctl-NAME-P"): nobody reads them any more, and each would keep
+// collecting unacknowledged deliveries of the controller's kinds.
+// Consumers that do not exist are no error.
+func (c *ControllerLog) DeleteOldConsumers(ctx context.Context) error {
+	var errs []error
+	for p := range c.partitions {
+		err := c.js.DeleteConsumer(ctx, StreamName, PartitionConsumer(explicitConsumerPrefix+c.name, p))
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Name is the controller's name.

@@ -348,7 +348,7 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members
 		began := time.Now()
 		err := rt.cfg.Log.Consume(ctx, events.ConsumerOptions{
 			Name: consumer, Filter: events.PartitionFilter(p), Filters: ps.kindFilters(p),
-			PriorityGroup: priorityGroup, PinnedTTL: rt.cfg.PinnedTTL,
+			PriorityGroup: priorityGroup, PinnedTTL: rt.cfg.PinnedTTL, AckRuns: rt.cfg.AckRuns,
 		}, count)
 		if time.Since(began) > time.Minute {
 			failures = 0

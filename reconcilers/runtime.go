@@ -113,6 +113,12 @@ type Config struct {
 	// events. A controller in its own process (package
 	// reconcilers/controller) and jetplane's instances set it.
 	OwnKindsOnly bool
+	// AckRuns makes the partition consumers acknowledge runs of
+	// deliveries with one message (events.ConsumerOptions.AckRuns): fewer
+	// acknowledgements for the server to read, check against the reader's
+	// permissions and apply. The consumers must have been made with it
+	// (a name Consumer never used without it).
+	AckRuns bool
 	// Now is the clock; default time.Now.
 	Now     func() time.Time
 	Logger  *slog.Logger

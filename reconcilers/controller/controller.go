@@ -128,6 +128,9 @@ func Run(ctx context.Context, cfg Config, c Controller) error {
 	if err != nil {
 		return err
 	}
+	if err := log.DeleteOldConsumers(ctx); err != nil {
+		cfg.Logger.Warn("deleting the partition consumers of an earlier version failed", "controller", name, "err", err)
+	}
 	store := projections.NewStore(projections.StoreOptions{})
 	proj, err := projections.NewProjector(projections.ProjectorConfig{Log: log, Store: store, Logger: cfg.Logger})
 	if err != nil {
@@ -135,7 +138,7 @@ func Run(ctx context.Context, cfg Config, c Controller) error {
 	}
 	rt, err := reconcilers.New(reconcilers.Config{
 		Log: log, State: store, Reconcilers: []reconcilers.Reconciler{adapter{c}},
-		Instance: name + "/" + cfg.Instance, Consumer: events.ControllerConsumerPrefix + name, OwnKindsOnly: true,
+		Instance: name + "/" + cfg.Instance, Consumer: events.ControllerConsumerPrefix + name, OwnKindsOnly: true, AckRuns: true,
 		Queue: cfg.Queue, Grace: cfg.Grace, Members: cfg.Members, Logger: cfg.Logger.With("controller", name),
 	})
 	if err != nil {

@@ -275,3 +275,88 @@ func (netsOnly) Reconcile(context.Context, *schemas.Object) (controller.Status, 
 }
 
 func (netsOnly) Delete(context.Context, *schemas.Object) error { return nil }
+
+// A controller's partition consumers acknowledge runs of deliveries: they
+// are made with the all-below policy under names of their own, and the
+// consumers an earlier version read with (one acknowledgement each) are
+// deleted when it starts.
+func TestControllerConsumersAcknowledgeRuns(t *testing.T) {
+	a, creds := startApp(t, "nets", "Net.example.com")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opts, err := events.CredsOptions(a.Creds().InstanceCreds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(a.NATSURL(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := events.PartitionConsumer("jp-ctl-nets", 0)
+	if _, err := js.CreateOrUpdateConsumer(ctx, events.StreamName, jetstream.ConsumerConfig{
+		Durable: old, AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: events.KindPartitionFilter(0, "Net.example.com"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- controller.Run(ctx, controller.Config{NATS: a.NATSURL(), Creds: creds, Grace: time.Second}, netsOnly{})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
+	c := &api.Client{BaseURL: a.URL()}
+	var doc strings.Builder
+	const n = 20
+	for i := range n {
+		fmt.Fprintf(&doc, "apiVersion: example.com/v1\nkind: Net\nmetadata: {name: n%d, namespace: infra}\nspec: {cidr: 10.%d.0.0/16}\n---\n", i, i)
+	}
+	if _, err := c.Apply(ctx, "nets.yaml", []byte(doc.String()), ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every Net Ready", func() bool {
+		for i := range n {
+			if !reconcilers.IsReady(a.Store().Get(projections.Key{Kind: "Net.example.com", Namespace: "infra", Name: fmt.Sprintf("n%d", i)})) {
+				return false
+			}
+		}
+		return true
+	})
+	if _, err := js.Consumer(ctx, events.StreamName, old); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("the earlier consumer %s: %v, want it deleted", old, err)
+	}
+	// Every delivery is acknowledged: nothing stays pending once the
+	// runs are done, and the policy is all-below.
+	waitFor(t, "every delivery acknowledged", func() bool {
+		seen := 0
+		for p := range a.Log().Partitions() {
+			cons, err := js.Consumer(ctx, events.StreamName, events.PartitionConsumer(events.ControllerConsumerPrefix+"nets", p))
+			if errors.Is(err, jetstream.ErrConsumerNotFound) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := cons.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Config.AckPolicy != jetstream.AckAllPolicy {
+				t.Fatalf("%s acknowledges %v, want all", info.Name, info.Config.AckPolicy)
+			}
+			if info.NumAckPending > 0 || info.NumPending > 0 {
+				return false
+			}
+			seen += int(info.Delivered.Consumer)
+		}
+		return seen >= 2*n // each Net's creation and its status
+	})
+}
