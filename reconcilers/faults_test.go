@@ -81,6 +81,9 @@ func TestFailedStatusWriteBacksOff(t *testing.T) {
 type droppingLog struct {
 	*events.Log
 	drop atomic.Bool // drop the next delivery and end its read
+	// runs reads the consumers acknowledging runs of deliveries
+	// (events.ConsumerOptions.AckRuns), as controllers do.
+	runs bool
 }
 
 var errReadEnded = errors.New("injected: read ended with deliveries buffered")
@@ -88,6 +91,7 @@ var errReadEnded = errors.New("injected: read ended with deliveries buffered")
 func (l *droppingLog) Consume(ctx context.Context, opts events.ConsumerOptions, fn func(events.Delivery)) error {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	opts.AckRuns = opts.AckRuns || l.runs
 	dropped := false
 	err := l.Log.Consume(rctx, opts, func(d events.Delivery) {
 		if dropped {
@@ -108,10 +112,19 @@ func (l *droppingLog) Consume(ctx context.Context, opts events.ConsumerOptions, 
 
 // A trigger lost with a read that ended is recovered within seconds, not
 // after AckWait: the partition's keys are enqueued again.
-func TestTriggerDroppedWithAReadIsRecovered(t *testing.T) {
+func TestTriggerDroppedWithAReadIsRecovered(t *testing.T) { triggerDroppedWithARead(t, false) }
+
+// The same when the consumers acknowledge runs of deliveries: the next
+// read's acknowledgements cover the dropped delivery on the server, and
+// the key runs all the same.
+func TestTriggerDroppedWithAReadIsRecoveredAcknowledgingRuns(t *testing.T) {
+	triggerDroppedWithARead(t, true)
+}
+
+func triggerDroppedWithARead(t *testing.T, runs bool) {
 	var dl *droppingLog
 	c := &counter{runs: map[string]int{}}
-	e := startWith(t, queue.Config{}, func(l *events.Log) reconcilers.Log { dl = &droppingLog{Log: l}; return dl }, c)
+	e := startWith(t, queue.Config{}, func(l *events.Log) reconcilers.Log { dl = &droppingLog{Log: l, runs: runs}; return dl }, c)
 	// w0 and w1 share a partition: w0's delivery makes its read one
 	// that has delivered, w1's is dropped.
 	n := e.log.Partitions()
