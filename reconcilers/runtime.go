@@ -108,10 +108,11 @@ type Config struct {
 	// the server less when it does not (see committer).
 	GroupCommit bool
 	// OwnKindsOnly makes each partition's consumer read only the events
-	// of the runtime's own kinds, for a controller of a few kinds in its
-	// own process (package reconcilers/controller): the keys it wakes
-	// because of other kinds' changes come from its projection, not from
-	// its consumers.
+	// of the runtime's own kinds (one filter per kind and partition): the
+	// keys it wakes because of other kinds' changes come from its
+	// projection, not from its consumers, which only acknowledge such
+	// events. A controller in its own process (package
+	// reconcilers/controller) and jetplane's instances set it.
 	OwnKindsOnly bool
 	// Now is the clock; default time.Now.
 	Now     func() time.Time

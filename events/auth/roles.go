@@ -186,12 +186,21 @@ func SubscriberPermissions(name string) *server.Permissions {
 // run its own partition consumers on the log (and unpin them), keep its
 // members bucket (events.ControllerBucket) and send write requests on its
 // own events.ControllerSubject. It cannot publish an event, write another
-// bucket, or touch the instances' consumers. What a write request may
-// carry (status and finalization of its kinds) the instances check.
+// bucket, or touch the instances' consumers. On the log it acknowledges
+// only on its own partition consumers (its reads of the log acknowledge
+// nothing): an acknowledgement of a consumer that acknowledges runs
+// covers every delivery below it, so another credential's would drop a
+// run of this controller's triggers. What a write request may carry
+// (status and finalization of its kinds) the instances check.
 func ControllerPermissions(name string) *server.Permissions {
 	sub := SubscriberPermissions(name)
+	logAcks := "$JS.ACK." + events.StreamName + ".>"
+	pub := slices.DeleteFunc(slices.Clone(sub.Publish.Allow), func(s string) bool { return s == logAcks })
+	for p := range events.MaxPartitions {
+		pub = append(pub, "$JS.ACK."+events.StreamName+"."+events.PartitionConsumer(events.ControllerConsumerPrefix+name, p)+".>")
+	}
 	kv := "KV_" + events.ControllerBucket(name)
-	pub := append(sub.Publish.Allow,
+	pub = append(pub,
 		events.ControllerSubject(name),
 		"$JS.API.CONSUMER.UNPIN."+events.StreamName+".*",
 		// its projection's reads delete their consumers when they end

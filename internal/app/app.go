@@ -299,6 +299,11 @@ func New(ctx context.Context, cfg Config) (_ *App, err error) {
 	if a.runtime, err = reconcilers.New(reconcilers.Config{
 		Log: reconcilerLog{a.log, a.door.Reconcilers()}, State: a.store, Reconcilers: recs, Instance: cfg.Instance, Join: join,
 		Queue: cfg.Queue, Logger: cfg.Logger, Metrics: reconcilers.NewMetrics(reg), GroupCommit: cfg.SyncAlways && cfg.Log.Sync == nil,
+		// The partition consumers deliver only the kinds run here: the
+		// events of kinds a controller credential runs (read by its own
+		// consumers) or no reconciler runs would each be delivered and
+		// acknowledged for nothing (decision 0114).
+		OwnKindsOnly: true,
 	}); err != nil {
 		return nil, err
 	}

@@ -147,6 +147,10 @@ spec: {size: 1}
 		"$JS.API.CONSUMER.CREATE." + events.StreamName + "." + events.PartitionConsumer("", 0),
 		"$JS.API.CONSUMER.DELETE." + events.StreamName + "." + events.PartitionConsumer("", 1),
 		"$JS.API.CONSUMER.UNPIN." + events.StreamName + "." + events.PartitionConsumer("", 2),
+		// Acknowledgements on the instances' consumers, and on another
+		// controller's, each of which covers every delivery below it.
+		"$JS.ACK." + events.StreamName + "." + events.PartitionConsumer("", 0) + ".1.9.9.1.0",
+		"$JS.ACK." + events.StreamName + "." + events.PartitionConsumer(events.ControllerConsumerPrefix+"gadgets", 0) + ".1.9.9.1.0",
 	} {
 		if err := nc.Publish(subj, []byte("forged")); err != nil {
 			t.Fatal(err)

@@ -3,6 +3,7 @@ package security
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -310,8 +311,17 @@ func TestSubscriberCannotTakeTheRuntimesConsumers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the runtime's consumer %s: %v", own, err)
 	}
-	if f := c.CachedInfo().Config.FilterSubject; f != events.PartitionFilter(0) {
-		t.Fatalf("%s reads %q, want %q", own, f, events.PartitionFilter(0))
+	// It reads partition 0's events of the kinds the instances run
+	// (decision 0114), not the partition the subscriber asked for.
+	cfg := c.CachedInfo().Config
+	filters := append([]string{cfg.FilterSubject}, cfg.FilterSubjects...)
+	if !slices.Contains(filters, events.KindPartitionFilter(0, "Pod")) {
+		t.Fatalf("%s reads %q, want partition 0's kinds", own, filters)
+	}
+	for _, f := range filters {
+		if f != "" && !strings.HasPrefix(f, strings.TrimSuffix(events.PartitionFilter(0), ">")) {
+			t.Fatalf("%s reads %q, want partition 0's kinds", own, filters)
+		}
 	}
 	unchanged(t, a, before)
 }

@@ -3,14 +3,20 @@ package controller_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jetplane/jetplane/bridge/api"
+	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/events/auth"
 	"github.com/jetplane/jetplane/internal/app"
 	"github.com/jetplane/jetplane/projections"
@@ -183,4 +189,174 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// The instances' partition consumers read only the kinds jetplane runs
+// in-process: the events of a controller's kinds (created, then their
+// statuses) are handed to the controller's consumers and to no instance
+// consumer, which would only acknowledge them.
+func TestInstancesAreNotHandedAControllersKinds(t *testing.T) {
+	a, creds := startApp(t, "nets", "Net.example.com")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- controller.Run(ctx, controller.Config{NATS: a.NATSURL(), Creds: creds, Grace: time.Second}, netsOnly{})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
+	opts, err := events.CredsOptions(a.Creds().InstanceCreds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(a.NATSURL(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every event an instance consumer matches was delivered or is
+	// pending: their sum grows by each matching event, whenever it is
+	// delivered.
+	matched := func() uint64 {
+		var n uint64
+		for p := range a.Log().Partitions() {
+			c, err := js.Consumer(ctx, events.StreamName, events.PartitionConsumer("", p))
+			if errors.Is(err, jetstream.ErrConsumerNotFound) {
+				continue // no event of its partition was read yet
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := c.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += info.Delivered.Consumer + info.NumPending
+		}
+		return n
+	}
+	before := matched()
+	const n = 20
+	var doc strings.Builder
+	for i := range n {
+		fmt.Fprintf(&doc, "apiVersion: example.com/v1\nkind: Net\nmetadata: {name: n%d, namespace: infra}\nspec: {cidr: 10.%d.0.0/16}\n---\n", i, i)
+	}
+	c := &api.Client{BaseURL: a.URL()}
+	if _, err := c.Apply(ctx, "nets.yaml", []byte(doc.String()), ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every Net Ready", func() bool {
+		for i := range n {
+			if !reconcilers.IsReady(a.Store().Get(projections.Key{Kind: "Net.example.com", Namespace: "infra", Name: fmt.Sprintf("n%d", i)})) {
+				return false
+			}
+		}
+		return true
+	})
+	if got := matched() - before; got != 0 {
+		t.Fatalf("the instances' partition consumers matched %d events of the controller's kind", got)
+	}
+}
+
+// netsOnly makes every Net Ready.
+type netsOnly struct{}
+
+func (netsOnly) Kinds() []string { return []string{"Net.example.com"} }
+
+func (netsOnly) Reconcile(context.Context, *schemas.Object) (controller.Status, time.Duration, error) {
+	return controller.Status{Message: "made"}, 0, nil
+}
+
+func (netsOnly) Delete(context.Context, *schemas.Object) error { return nil }
+
+// A controller's partition consumers acknowledge runs of deliveries, as
+// the instances' do (decision 0108): they are made with the all-below
+// policy under names of their own, and the consumers an earlier version
+// read with (one acknowledgement each) are deleted when it reads.
+func TestControllerConsumersAcknowledgeRuns(t *testing.T) {
+	a, creds := startApp(t, "nets", "Net.example.com")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opts, err := events.CredsOptions(a.Creds().InstanceCreds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(a.NATSURL(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := events.ExplicitAckPartitionConsumer(events.ControllerConsumerPrefix+"nets", 0)
+	if _, err := js.CreateOrUpdateConsumer(ctx, events.StreamName, jetstream.ConsumerConfig{
+		Durable: old, AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: events.KindPartitionFilter(0, "Net.example.com"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- controller.Run(ctx, controller.Config{NATS: a.NATSURL(), Creds: creds, Grace: time.Second}, netsOnly{})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
+	c := &api.Client{BaseURL: a.URL()}
+	var doc strings.Builder
+	const n = 20
+	for i := range n {
+		fmt.Fprintf(&doc, "apiVersion: example.com/v1\nkind: Net\nmetadata: {name: n%d, namespace: infra}\nspec: {cidr: 10.%d.0.0/16}\n---\n", i, i)
+	}
+	if _, err := c.Apply(ctx, "nets.yaml", []byte(doc.String()), ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every Net Ready", func() bool {
+		for i := range n {
+			if !reconcilers.IsReady(a.Store().Get(projections.Key{Kind: "Net.example.com", Namespace: "infra", Name: fmt.Sprintf("n%d", i)})) {
+				return false
+			}
+		}
+		return true
+	})
+	if _, err := js.Consumer(ctx, events.StreamName, old); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("the earlier consumer %s: %v, want it deleted", old, err)
+	}
+	// Every delivery is acknowledged: nothing stays pending once the
+	// runs are done, and the policy is all-below.
+	waitFor(t, "every delivery acknowledged", func() bool {
+		seen := 0
+		for p := range a.Log().Partitions() {
+			cons, err := js.Consumer(ctx, events.StreamName, events.PartitionConsumer(events.ControllerConsumerPrefix+"nets", p))
+			if errors.Is(err, jetstream.ErrConsumerNotFound) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := cons.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Config.AckPolicy != jetstream.AckAllPolicy {
+				t.Fatalf("%s acknowledges %v, want all", info.Name, info.Config.AckPolicy)
+			}
+			if info.NumAckPending > 0 || info.NumPending > 0 {
+				return false
+			}
+			seen += int(info.Delivered.Consumer)
+		}
+		return seen >= 2*n // each Net's creation and its status
+	})
 }
