@@ -174,6 +174,13 @@ type NodeInfo struct {
 	// values are what plugins derived from the node object alone,
 	// shared by every NodeInfo of the same node object (see NodeValue).
 	values *nodeValues
+	// name, unschedulable and taints are Node's, copied when the
+	// NodeInfo is built: the built-in plugins read them for every node a
+	// cycle looks at, and from here they are in the NodeInfo's memory,
+	// which the cycle has already touched, not in the node object's.
+	name          string
+	unschedulable bool
+	taints        []v1.Taint
 }
 
 // NodeValueKey names one plugin's value in NodeValue; compared by address.
@@ -234,7 +241,13 @@ func (n *NodeInfo) StoreNodeValue(key *NodeValueKey, v any) {
 }
 
 // Name is the node's name.
-func (n *NodeInfo) Name() string { return n.Node.Name }
+func (n *NodeInfo) Name() string { return n.name }
+
+// Unschedulable is the node's spec.unschedulable.
+func (n *NodeInfo) Unschedulable() bool { return n.unschedulable }
+
+// Taints are the node's spec.taints; they must not be modified.
+func (n *NodeInfo) Taints() []v1.Taint { return n.taints }
 
 // NewNodeInfo builds a NodeInfo for node with pods.
 func NewNodeInfo(node *v1.Node, rev uint64, pods ...*PodInfo) *NodeInfo {
@@ -242,7 +255,8 @@ func NewNodeInfo(node *v1.Node, rev uint64, pods ...*PodInfo) *NodeInfo {
 	if len(node.Status.Allocatable) == 0 {
 		alloc = ResourcesOf(node.Status.Capacity)
 	}
-	ni := &NodeInfo{Node: node, Revision: rev, Allocatable: alloc, Generation: generation.Add(1), values: &nodeValues{}}
+	ni := &NodeInfo{Node: node, Revision: rev, Allocatable: alloc, Generation: generation.Add(1), values: &nodeValues{},
+		name: node.Name, unschedulable: node.Spec.Unschedulable, taints: node.Spec.Taints}
 	for _, p := range pods {
 		ni.addPod(p)
 	}
