@@ -382,7 +382,20 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 		errMu.Unlock()
 		failed.Store(true)
 	}
+	// Each chunk also takes its nodes' names and tie-break hashes, while
+	// its nodes are in its core's cache.
+	names := scratchStrings.Get(len(nodes))
+	ties := scratchUint64s.Get(len(nodes))
+	defer func() {
+		scratchStrings.Put(names)
+		scratchUint64s.Put(ties)
+	}()
+	podHash := tieBreakPod(pod.Key)
 	parallelizeChunks(p.Parallelism, len(nodes), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			names[i] = nodes[i].Name()
+			ties[i] = tieBreakNode(podHash, names[i])
+		}
 		for k, ws := range active {
 			out := raw[k*len(nodes)+lo : k*len(nodes)+hi]
 			if bp, ok := ws.Plugin.(BatchScorePlugin); ok {
@@ -409,20 +422,14 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 	}
 	totals := scratchInt64s.Get(len(nodes))
 	scores := scratchScores.Get(len(nodes))
-	ties := scratchUint64s.Get(len(nodes))
 	defer func() {
 		scratchInt64s.Put(totals)
 		scratchScores.Put(scores)
-		scratchUint64s.Put(ties)
 	}()
-	podHash := tieBreakPod(pod.Key)
-	for i, n := range nodes {
-		ties[i] = tieBreakNode(podHash, n.Name())
-	}
 	for k, ws := range active {
 		pl := ws.Plugin
-		for i, n := range nodes {
-			scores[i] = NodeScore{Name: n.Name(), Score: raw[k*len(nodes)+i]}
+		for i, name := range names {
+			scores[i] = NodeScore{Name: name, Score: raw[k*len(nodes)+i]}
 		}
 		if nz, ok := pl.(NormalizeScorePlugin); ok {
 			if st := nz.NormalizeScore(ctx, state, pod, scores); !st.IsSuccess() {
@@ -442,8 +449,8 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 		}
 		d.Scores = append(d.Scores, PluginScores{Plugin: pl.Name(), Weight: ws.Weight, Top: top(scores, ties)})
 	}
-	for i, n := range nodes {
-		scores[i] = NodeScore{Name: n.Name(), Score: totals[i]}
+	for i, name := range names {
+		scores[i] = NodeScore{Name: name, Score: totals[i]}
 	}
 	d.Totals = top(scores, ties)
 	d.Node = d.Totals[0].Name
