@@ -37,8 +37,10 @@ type cachedNode struct {
 	node *v1.Node
 	rev  uint64
 	pods map[string]*PodInfo
-	// values go with node: every NodeInfo built for it shares them.
+	// values go with node: every NodeInfo built for it shares them, as
+	// they share alloc, its allocatableOf (never modified).
 	values *nodeValues
+	alloc  Resources
 }
 
 type cachedPod struct {
@@ -88,7 +90,7 @@ func (c *Cache) SetNode(node *v1.Node, rev uint64) {
 	} else if rev != 0 && rev <= n.rev {
 		return
 	}
-	n.node, n.rev, n.values = node, rev, &nodeValues{}
+	n.node, n.rev, n.values, n.alloc = node, rev, &nodeValues{}, allocatableOf(node)
 	c.dirty[node.Name] = true
 }
 
@@ -273,7 +275,7 @@ func (c *Cache) Snapshot() *Snapshot {
 			for _, p := range n.pods {
 				pods = append(pods, p)
 			}
-			ni := NewNodeInfo(n.node, n.rev, pods...)
+			ni := newNodeInfo(n.node, n.rev, n.alloc, pods)
 			ni.values = n.values
 			if pi := i / snapshotPage; c.owned != nil && !c.owned[pi] {
 				c.pages[pi] = slices.Clone(c.pages[pi])

@@ -251,10 +251,22 @@ func (n *NodeInfo) Taints() []v1.Taint { return n.taints }
 
 // NewNodeInfo builds a NodeInfo for node with pods.
 func NewNodeInfo(node *v1.Node, rev uint64, pods ...*PodInfo) *NodeInfo {
-	alloc := ResourcesOf(node.Status.Allocatable)
+	return newNodeInfo(node, rev, allocatableOf(node), pods)
+}
+
+// allocatableOf is what pods may take of node: its allocatable resources,
+// or its capacity when it states none.
+func allocatableOf(node *v1.Node) Resources {
 	if len(node.Status.Allocatable) == 0 {
-		alloc = ResourcesOf(node.Status.Capacity)
+		return ResourcesOf(node.Status.Capacity)
 	}
+	return ResourcesOf(node.Status.Allocatable)
+}
+
+// newNodeInfo is NewNodeInfo with the node's allocatableOf given: the
+// cache works it out once per node object, not for every NodeInfo it
+// builds when the node's pods change.
+func newNodeInfo(node *v1.Node, rev uint64, alloc Resources, pods []*PodInfo) *NodeInfo {
 	ni := &NodeInfo{Node: node, Revision: rev, Allocatable: alloc, Generation: generation.Add(1), values: &nodeValues{},
 		name: node.Name, unschedulable: node.Spec.Unschedulable, taints: node.Spec.Taints}
 	for _, p := range pods {
