@@ -467,6 +467,13 @@ func top(scores []NodeScore, ties []uint64) []NodeScore {
 	}
 	best := make([]ranked, 0, TopScores+1)
 	for i, s := range scores {
+		if len(best) == TopScores {
+			// Most nodes rank below the last kept: say so before
+			// anything is copied.
+			if last := &best[TopScores-1]; last.Score > s.Score || (last.Score == s.Score && last.tie >= ties[i]) {
+				continue
+			}
+		}
 		r := ranked{s, ties[i]}
 		i := len(best)
 		for i > 0 && (best[i-1].Score < r.Score || (best[i-1].Score == r.Score && best[i-1].tie < r.tie)) {

@@ -194,8 +194,32 @@ type nodeValue struct {
 	v   any
 }
 
-// nodeValues is a small copy-on-write list: a plugin or two per node.
-type nodeValues struct{ list atomic.Pointer[[]nodeValue] }
+// nodeValues is a small copy-on-write list: a plugin or two per node,
+// held in the list's own memory (a lookup follows two pointers, not
+// three).
+type nodeValues struct{ list atomic.Pointer[nodeValueList] }
+
+type nodeValueList struct {
+	n     int
+	first [2]nodeValue
+	more  []nodeValue
+}
+
+func (l *nodeValueList) at(i int) *nodeValue {
+	if i < len(l.first) {
+		return &l.first[i]
+	}
+	return &l.more[i-len(l.first)]
+}
+
+func (l *nodeValueList) add(e nodeValue) {
+	if l.n < len(l.first) {
+		l.first[l.n] = e
+	} else {
+		l.more = append(l.more, e)
+	}
+	l.n++
+}
 
 // NodeValue returns the value stored under key for this node object (nil
 // when none): something a plugin derived from the node alone (an
@@ -207,8 +231,8 @@ func (n *NodeInfo) NodeValue(key *NodeValueKey) any {
 		return nil
 	}
 	if l := n.values.list.Load(); l != nil {
-		for _, e := range *l {
-			if e.key == key {
+		for i := range l.n {
+			if e := l.at(i); e.key == key {
 				return e.v
 			}
 		}
@@ -224,17 +248,16 @@ func (n *NodeInfo) StoreNodeValue(key *NodeValueKey, v any) {
 	}
 	for {
 		old := n.values.list.Load()
-		var next []nodeValue
+		next := &nodeValueList{}
 		if old != nil {
-			next = make([]nodeValue, 0, len(*old)+1)
-			for _, e := range *old {
-				if e.key != key {
-					next = append(next, e)
+			for i := range old.n {
+				if e := old.at(i); e.key != key {
+					next.add(*e)
 				}
 			}
 		}
-		next = append(next, nodeValue{key, v})
-		if n.values.list.CompareAndSwap(old, &next) {
+		next.add(nodeValue{key, v})
+		if n.values.list.CompareAndSwap(old, next) {
 			return
 		}
 	}
