@@ -324,13 +324,15 @@ func runFilters(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo
 			}
 			bp.FilterNodes(ctx, state, pod, sub, subOut)
 			for j, i := range alive {
-				if judge(j, subOut[j]) {
+				if st := subOut[j]; st == nil || judge(j, st) {
 					keep = append(keep, i)
 				}
 			}
 		} else {
 			for j, i := range alive {
-				if judge(j, pl.Filter(ctx, state, pod, nodes[i])) {
+				// A nil status (Success, the common answer) needs no
+				// judging.
+				if st := pl.Filter(ctx, state, pod, nodes[i]); st == nil || judge(j, st) {
 					keep = append(keep, i)
 				}
 			}
