@@ -210,8 +210,10 @@ func filter(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, d 
 	want := p.numFeasibleNodesToFind(n)
 	block := max(want, 64)
 	// statuses grows a block at a time: a cycle usually stops after the
-	// first, long before the snapshot's end.
-	var statuses []*Status
+	// first, long before the snapshot's end. (Only the statuses it holds
+	// outlive the cycle, in rejected.)
+	statuses := scratchStatuses.Get(min(block, n))[:0]
+	defer func() { scratchStatuses.Put(statuses[:cap(statuses)]) }()
 	feasible := make([]*NodeInfo, 0, min(want, n))
 	done := 0
 	for done < n && len(feasible) < want {
@@ -220,7 +222,10 @@ func filter(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, d 
 		statuses = append(statuses, make([]*Status, size)...)
 		var firstErr atomic.Pointer[Status]
 		parallelizeChunks(p.Parallelism, size, func(lo, hi int) {
-			chunk := make([]*NodeInfo, hi-lo)
+			// runFilters keeps no reference to chunk (batch plugins are
+			// handed a copy of the nodes still feasible).
+			chunk := scratchNodes.Get(hi - lo)
+			defer scratchNodes.Put(chunk)
 			for i := range chunk {
 				chunk[i] = nodes.At((d.StartIndex + base + lo + i) % n)
 			}
