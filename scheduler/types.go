@@ -3,6 +3,7 @@ package scheduler
 import (
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -274,7 +275,7 @@ func (n *NodeInfo) Taints() []v1.Taint { return n.taints }
 
 // NewNodeInfo builds a NodeInfo for node with pods.
 func NewNodeInfo(node *v1.Node, rev uint64, pods ...*PodInfo) *NodeInfo {
-	return newNodeInfo(node, rev, allocatableOf(node), pods)
+	return newNodeInfo(node, rev, allocatableOf(node), &nodeValues{}, pods)
 }
 
 // allocatableOf is what pods may take of node: its allocatable resources,
@@ -286,11 +287,11 @@ func allocatableOf(node *v1.Node) Resources {
 	return ResourcesOf(node.Status.Allocatable)
 }
 
-// newNodeInfo is NewNodeInfo with the node's allocatableOf given: the
-// cache works it out once per node object, not for every NodeInfo it
-// builds when the node's pods change.
-func newNodeInfo(node *v1.Node, rev uint64, alloc Resources, pods []*PodInfo) *NodeInfo {
-	ni := &NodeInfo{Node: node, Revision: rev, Allocatable: alloc, Generation: generation.Add(1), values: &nodeValues{},
+// newNodeInfo is NewNodeInfo with the node's allocatableOf and values
+// given: the cache keeps them with the node object, not working them out
+// for every NodeInfo it builds when the node's pods change.
+func newNodeInfo(node *v1.Node, rev uint64, alloc Resources, values *nodeValues, pods []*PodInfo) *NodeInfo {
+	ni := &NodeInfo{Node: node, Revision: rev, Allocatable: alloc, Generation: generation.Add(1), values: values,
 		name: node.Name, unschedulable: node.Spec.Unschedulable, taints: node.Spec.Taints}
 	for _, p := range pods {
 		ni.addPod(p)
@@ -306,7 +307,7 @@ func (n *NodeInfo) addPod(p *PodInfo) {
 }
 
 func (n *NodeInfo) sortPods() {
-	sort.Slice(n.Pods, func(i, j int) bool { return n.Pods[i].Key < n.Pods[j].Key })
+	slices.SortFunc(n.Pods, func(a, b *PodInfo) int { return strings.Compare(a.Key, b.Key) })
 }
 
 // withPod returns a copy of n with p added.
