@@ -41,6 +41,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -524,7 +525,7 @@ func (p *Plugin) newInstance() (*instance, error) {
 	} else {
 		cfg = cfg.WithStartFunctions()
 	}
-	mod, err := p.rt.InstantiateModule(in.ctx, p.compiled, cfg)
+	mod, err := p.rt.InstantiateModule(experimental.WithMemoryAllocator(in.ctx, heapMemories), p.compiled, cfg)
 	if err != nil {
 		return nil, guestError(in.out.String(), p.start, err)
 	}
