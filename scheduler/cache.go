@@ -37,8 +37,10 @@ type cachedNode struct {
 	node *v1.Node
 	rev  uint64
 	pods map[string]*PodInfo
-	// values go with node: every NodeInfo built for it shares them.
+	// values go with node: every NodeInfo built for it shares them, as
+	// they share alloc, its allocatableOf (never modified).
 	values *nodeValues
+	alloc  Resources
 }
 
 type cachedPod struct {
@@ -88,7 +90,7 @@ func (c *Cache) SetNode(node *v1.Node, rev uint64) {
 	} else if rev != 0 && rev <= n.rev {
 		return
 	}
-	n.node, n.rev, n.values = node, rev, &nodeValues{}
+	n.node, n.rev, n.values, n.alloc = node, rev, &nodeValues{}, allocatableOf(node)
 	c.dirty[node.Name] = true
 }
 
@@ -273,15 +275,21 @@ func (c *Cache) Snapshot() *Snapshot {
 			for _, p := range n.pods {
 				pods = append(pods, p)
 			}
-			ni := NewNodeInfo(n.node, n.rev, pods...)
-			ni.values = n.values
+			ni := newNodeInfo(n.node, n.rev, n.alloc, n.values, pods)
 			if pi := i / snapshotPage; c.owned != nil && !c.owned[pi] {
 				c.pages[pi] = slices.Clone(c.pages[pi])
 				c.owned[pi] = true
 			}
 			c.pages[i/snapshotPage][i%snapshotPage] = ni
 		}
-		clear(c.dirty)
+		if len(c.dirty) > 64 {
+			// A map keeps the room it once needed, and ranging over
+			// it costs that room: the first snapshot's thousands of
+			// nodes would be paid again by every cycle's one or two.
+			c.dirty = map[string]bool{}
+		} else {
+			clear(c.dirty)
+		}
 	}
 	c.shared = true
 	return &Snapshot{pages: c.pages, n: len(c.order), byName: c.order, Sequence: c.seq}

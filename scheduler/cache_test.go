@@ -50,6 +50,28 @@ func TestNodeValueFollowsTheNodeObject(t *testing.T) {
 	}
 }
 
+// A node object holds any number of plugins' values, each replaced in
+// place by its key.
+func TestNodeValuesOfManyPlugins(t *testing.T) {
+	ni := NewNodeInfo(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, 1)
+	keys := make([]*NodeValueKey, 5)
+	for i := range keys {
+		keys[i] = NewNodeValueKey()
+		ni.StoreNodeValue(keys[i], i)
+	}
+	ni.StoreNodeValue(keys[0], "zero")
+	ni.StoreNodeValue(keys[3], "three")
+	want := []any{"zero", 1, 2, "three", 4}
+	for i, k := range keys {
+		if v := ni.NodeValue(k); v != want[i] {
+			t.Fatalf("value %d = %v, want %v", i, v, want[i])
+		}
+	}
+	if v := ni.NodeValue(NewNodeValueKey()); v != nil {
+		t.Fatalf("a key never stored has value %v", v)
+	}
+}
+
 // A pod's Bound event confirms its assumption in place: the pod stays
 // counted on its node, whose info is not rebuilt; a Bound to another node
 // is no confirmation.

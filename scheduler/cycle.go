@@ -210,8 +210,10 @@ func filter(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, d 
 	want := p.numFeasibleNodesToFind(n)
 	block := max(want, 64)
 	// statuses grows a block at a time: a cycle usually stops after the
-	// first, long before the snapshot's end.
-	var statuses []*Status
+	// first, long before the snapshot's end. (Only the statuses it holds
+	// outlive the cycle, in rejected.)
+	statuses := scratchStatuses.Get(min(block, n))[:0]
+	defer func() { scratchStatuses.Put(statuses[:cap(statuses)]) }()
 	feasible := make([]*NodeInfo, 0, min(want, n))
 	done := 0
 	for done < n && len(feasible) < want {
@@ -220,7 +222,10 @@ func filter(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, d 
 		statuses = append(statuses, make([]*Status, size)...)
 		var firstErr atomic.Pointer[Status]
 		parallelizeChunks(p.Parallelism, size, func(lo, hi int) {
-			chunk := make([]*NodeInfo, hi-lo)
+			// runFilters keeps no reference to chunk (batch plugins are
+			// handed a copy of the nodes still feasible).
+			chunk := scratchNodes.Get(hi - lo)
+			defer scratchNodes.Put(chunk)
 			for i := range chunk {
 				chunk[i] = nodes.At((d.StartIndex + base + lo + i) % n)
 			}
@@ -324,13 +329,15 @@ func runFilters(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo
 			}
 			bp.FilterNodes(ctx, state, pod, sub, subOut)
 			for j, i := range alive {
-				if judge(j, subOut[j]) {
+				if st := subOut[j]; st == nil || judge(j, st) {
 					keep = append(keep, i)
 				}
 			}
 		} else {
 			for j, i := range alive {
-				if judge(j, pl.Filter(ctx, state, pod, nodes[i])) {
+				// A nil status (Success, the common answer) needs no
+				// judging.
+				if st := pl.Filter(ctx, state, pod, nodes[i]); st == nil || judge(j, st) {
 					keep = append(keep, i)
 				}
 			}
@@ -382,7 +389,20 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 		errMu.Unlock()
 		failed.Store(true)
 	}
+	// Each chunk also takes its nodes' names and tie-break hashes, while
+	// its nodes are in its core's cache.
+	names := scratchStrings.Get(len(nodes))
+	ties := scratchUint64s.Get(len(nodes))
+	defer func() {
+		scratchStrings.Put(names)
+		scratchUint64s.Put(ties)
+	}()
+	podHash := tieBreakPod(pod.Key)
 	parallelizeChunks(p.Parallelism, len(nodes), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			names[i] = nodes[i].Name()
+			ties[i] = tieBreakNode(podHash, names[i])
+		}
 		for k, ws := range active {
 			out := raw[k*len(nodes)+lo : k*len(nodes)+hi]
 			if bp, ok := ws.Plugin.(BatchScorePlugin); ok {
@@ -409,20 +429,14 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 	}
 	totals := scratchInt64s.Get(len(nodes))
 	scores := scratchScores.Get(len(nodes))
-	ties := scratchUint64s.Get(len(nodes))
 	defer func() {
 		scratchInt64s.Put(totals)
 		scratchScores.Put(scores)
-		scratchUint64s.Put(ties)
 	}()
-	podHash := tieBreakPod(pod.Key)
-	for i, n := range nodes {
-		ties[i] = tieBreakNode(podHash, n.Name())
-	}
 	for k, ws := range active {
 		pl := ws.Plugin
-		for i, n := range nodes {
-			scores[i] = NodeScore{Name: n.Name(), Score: raw[k*len(nodes)+i]}
+		for i, name := range names {
+			scores[i] = NodeScore{Name: name, Score: raw[k*len(nodes)+i]}
 		}
 		if nz, ok := pl.(NormalizeScorePlugin); ok {
 			if st := nz.NormalizeScore(ctx, state, pod, scores); !st.IsSuccess() {
@@ -442,8 +456,8 @@ func score(ctx context.Context, p *Profile, state *CycleState, pod *PodInfo, nod
 		}
 		d.Scores = append(d.Scores, PluginScores{Plugin: pl.Name(), Weight: ws.Weight, Top: top(scores, ties)})
 	}
-	for i, n := range nodes {
-		scores[i] = NodeScore{Name: n.Name(), Score: totals[i]}
+	for i, name := range names {
+		scores[i] = NodeScore{Name: name, Score: totals[i]}
 	}
 	d.Totals = top(scores, ties)
 	d.Node = d.Totals[0].Name
@@ -460,6 +474,13 @@ func top(scores []NodeScore, ties []uint64) []NodeScore {
 	}
 	best := make([]ranked, 0, TopScores+1)
 	for i, s := range scores {
+		if len(best) == TopScores {
+			// Most nodes rank below the last kept: say so before
+			// anything is copied.
+			if last := &best[TopScores-1]; last.Score > s.Score || (last.Score == s.Score && last.tie >= ties[i]) {
+				continue
+			}
+		}
 		r := ranked{s, ties[i]}
 		i := len(best)
 		for i > 0 && (best[i-1].Score < r.Score || (best[i-1].Score == r.Score && best[i-1].tie < r.tie)) {

@@ -41,7 +41,7 @@ const ErrReasonUnschedulable = "node(s) were unschedulable"
 
 // Filter implements FilterPlugin.
 func (NodeUnschedulable) Filter(_ context.Context, _ *CycleState, pod *PodInfo, node *NodeInfo) *Status {
-	if !node.Node.Spec.Unschedulable {
+	if !node.Unschedulable() {
 		return nil
 	}
 	taint := v1.Taint{Key: v1.TaintNodeUnschedulable, Effect: v1.TaintEffectNoSchedule}

@@ -51,10 +51,28 @@ func nodeAffinityOf(state *CycleState) *nodeAffinityState {
 
 // Filter implements FilterPlugin.
 func (na NodeAffinity) Filter(ctx context.Context, state *CycleState, pod *PodInfo, node *NodeInfo) *Status {
-	s := nodeAffinityOf(state)
-	if s == nil {
-		s = &nodeAffinityState{required: nodeaffinity.GetRequiredNodeAffinity(pod.Pod)}
+	return nodeAffinityFor(state, pod).filter(node)
+}
+
+// FilterNodes implements BatchFilterPlugin: the cycle's state is read
+// once for the nodes, not once per node.
+func (NodeAffinity) FilterNodes(_ context.Context, state *CycleState, pod *PodInfo, nodes []*NodeInfo, out []*Status) {
+	s := nodeAffinityFor(state, pod)
+	for i, n := range nodes {
+		out[i] = s.filter(n)
 	}
+}
+
+// nodeAffinityFor is the cycle's parsed affinity, or the pod's required
+// affinity when PreFilter did not run.
+func nodeAffinityFor(state *CycleState, pod *PodInfo) *nodeAffinityState {
+	if s := nodeAffinityOf(state); s != nil {
+		return s
+	}
+	return &nodeAffinityState{required: nodeaffinity.GetRequiredNodeAffinity(pod.Pod)}
+}
+
+func (s *nodeAffinityState) filter(node *NodeInfo) *Status {
 	ok, err := s.required.Match(node.Node)
 	if err != nil {
 		return NewStatus(UnschedulableAndUnresolvable, "invalid node affinity: "+err.Error())
@@ -75,8 +93,26 @@ func (NodeAffinity) Score(_ context.Context, state *CycleState, _ *PodInfo, node
 	return s.preferred.Score(node.Node), nil
 }
 
+// ScoreNodes implements BatchScorePlugin: the cycle's state is read once.
+func (NodeAffinity) ScoreNodes(_ context.Context, state *CycleState, _ *PodInfo, nodes []*NodeInfo, scores []int64) *Status {
+	s := nodeAffinityOf(state)
+	for i, n := range nodes {
+		if s == nil || s.preferred == nil {
+			scores[i] = 0
+			continue
+		}
+		scores[i] = s.preferred.Score(n.Node)
+	}
+	return nil
+}
+
 // NormalizeScore implements NormalizeScorePlugin.
 func (NodeAffinity) NormalizeScore(_ context.Context, _ *CycleState, _ *PodInfo, scores []NodeScore) *Status {
 	normalize(scores, false)
 	return nil
 }
+
+var (
+	_ BatchFilterPlugin = NodeAffinity{}
+	_ BatchScorePlugin  = NodeAffinity{}
+)

@@ -20,8 +20,9 @@ func (TaintToleration) Version() string { return builtinVersion }
 
 // Filter implements FilterPlugin.
 func (TaintToleration) Filter(_ context.Context, _ *CycleState, pod *PodInfo, node *NodeInfo) *Status {
-	for i := range node.Node.Spec.Taints {
-		t := &node.Node.Spec.Taints[i]
+	taints := node.Taints()
+	for i := range taints {
+		t := &taints[i]
 		if t.Effect != v1.TaintEffectNoSchedule && t.Effect != v1.TaintEffectNoExecute {
 			continue
 		}
@@ -36,8 +37,9 @@ func (TaintToleration) Filter(_ context.Context, _ *CycleState, pod *PodInfo, no
 // taints, turned around by NormalizeScore so that fewer is better.
 func (TaintToleration) Score(_ context.Context, _ *CycleState, pod *PodInfo, node *NodeInfo) (int64, *Status) {
 	var n int64
-	for i := range node.Node.Spec.Taints {
-		t := &node.Node.Spec.Taints[i]
+	taints := node.Taints()
+	for i := range taints {
+		t := &taints[i]
 		if t.Effect == v1.TaintEffectPreferNoSchedule && !tolerated(pod.Pod.Spec.Tolerations, t) {
 			n++
 		}

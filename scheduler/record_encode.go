@@ -1,9 +1,11 @@
 package scheduler
 
 import (
+	"bytes"
 	"math"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -24,8 +26,14 @@ import (
 // ParseRecord or after a round trip through the log; its Fields map is
 // empty.
 func encodedRecord(d *Decision, cycle uint64, assumed []AssumedPod) *structpb.Struct {
+	e := recordEncoders.Get().(*recordEncoder)
+	e.out = e.record(e.out[:0], d, cycle, assumed)
+	// The event keeps its own copy, of the right size; the encoder's
+	// buffers go back to the pool.
+	data := bytes.Clone(e.out)
+	recordEncoders.Put(e)
 	s := new(structpb.Struct)
-	s.ProtoReflect().SetUnknown(protoreflect.RawFields(appendRecord(nil, d, cycle, assumed)))
+	s.ProtoReflect().SetUnknown(protoreflect.RawFields(data))
 	return s
 }
 
@@ -49,7 +57,29 @@ func decodedRecord(s *structpb.Struct) (*structpb.Struct, error) {
 // appendRecord appends the fields of Record(d, cycle, assumed), encoded as
 // a google.protobuf.Struct's, to b.
 func appendRecord(b []byte, d *Decision, cycle uint64, assumed []AssumedPod) []byte {
-	var e recordEncoder
+	e := recordEncoders.Get().(*recordEncoder)
+	defer recordEncoders.Put(e)
+	return e.record(b, d, cycle, assumed)
+}
+
+// recordEncoders are encoders whose buffers have grown to a record's
+// parts: a placement's record is built without growing any.
+var recordEncoders = sync.Pool{New: func() any { return new(recordEncoder) }}
+
+// recordEncoder holds the scratch buffers a record's parts are built in
+// before they are copied, each with its length, into the record: a
+// scalar value (val), a struct's fields (fields), a list's items (list),
+// one score's fields (item), a list of "node=score" strings (top) and one
+// such string (ns).
+type recordEncoder struct{ out, val, fields, list, item, top, ns []byte }
+
+// Value kinds of google.protobuf.Value's oneof, by field number.
+const (
+	valueStruct protowire.Number = 5
+	valueList   protowire.Number = 6
+)
+
+func (e *recordEncoder) record(b []byte, d *Decision, cycle uint64, assumed []AssumedPod) []byte {
 	b = e.str(b, "pod", d.Pod)
 	b = e.str(b, "profile", d.Profile)
 	b = e.str(b, "node", d.Node)
@@ -63,31 +93,29 @@ func appendRecord(b []byte, d *Decision, cycle uint64, assumed []AssumedPod) []b
 	b = e.counts(b, "rejectedBy", d.RejectedBy)
 
 	// scores: a list of {plugin, weight, top}.
-	var list []byte
+	e.list = e.list[:0]
 	for _, s := range d.Scores {
-		var st []byte
-		st = e.str(st, "plugin", s.Plugin)
-		st = e.num(st, "weight", float64(s.Weight))
-		st = e.entry(st, "top", appendListValue(nil, e.nodeScores(s.Top)))
-		list = appendListItem(list, appendStructValue(nil, st))
+		e.item = e.str(e.item[:0], "plugin", s.Plugin)
+		e.item = e.num(e.item, "weight", float64(s.Weight))
+		e.top = e.nodeScores(e.top[:0], s.Top)
+		e.item = e.entryOf(e.item, "top", valueList, e.top)
+		e.list = appendListItemOf(e.list, valueStruct, e.item)
 	}
-	b = e.entry(b, "scores", appendListValue(nil, list))
-	b = e.entry(b, "totals", appendListValue(nil, e.nodeScores(d.Totals)))
+	b = e.entryOf(b, "scores", valueList, e.list)
+	e.top = e.nodeScores(e.top[:0], d.Totals)
+	b = e.entryOf(b, "totals", valueList, e.top)
 
-	var vers []byte
+	e.fields = e.fields[:0]
 	for _, p := range sortedKeys(d.Versions) {
-		vers = e.str(vers, p, d.Versions[p])
+		e.fields = e.str(e.fields, p, d.Versions[p])
 	}
-	b = e.entry(b, "versions", appendStructValue(nil, vers))
-	var as []byte
+	b = e.entryOf(b, "versions", valueStruct, e.fields)
+	e.fields = e.fields[:0]
 	for _, a := range assumed {
-		as = e.str(as, a.Pod, a.Node)
+		e.fields = e.str(e.fields, a.Pod, a.Node)
 	}
-	return e.entry(b, "assumedOn", appendStructValue(nil, as))
+	return e.entryOf(b, "assumedOn", valueStruct, e.fields)
 }
-
-// recordEncoder holds the scratch buffer a scalar value is built in.
-type recordEncoder struct{ val []byte }
 
 func (e *recordEncoder) str(b []byte, key, s string) []byte {
 	s = validUTF8(s)
@@ -100,23 +128,24 @@ func (e *recordEncoder) num(b []byte, key string, f float64) []byte {
 	return e.entry(b, key, e.val)
 }
 
+// counts appends key with a Struct of m's counts; it uses e.fields.
 func (e *recordEncoder) counts(b []byte, key string, m map[string]int) []byte {
-	var st []byte
+	e.fields = e.fields[:0]
 	for _, k := range sortedKeys(m) {
-		st = e.num(st, k, float64(m[k]))
+		e.fields = e.num(e.fields, k, float64(m[k]))
 	}
-	return e.entry(b, key, appendStructValue(nil, st))
+	return e.entryOf(b, key, valueStruct, e.fields)
 }
 
-// nodeScores is the encoded items of a list of "node=score" strings.
-func (e *recordEncoder) nodeScores(ns []NodeScore) []byte {
-	var list, s []byte
+// nodeScores appends to list the encoded items of a list of "node=score"
+// strings.
+func (e *recordEncoder) nodeScores(list []byte, ns []NodeScore) []byte {
 	for _, n := range ns {
-		s = appendNodeScore(s[:0], n)
-		if !utf8.Valid(s) {
-			s = append(s[:0], validUTF8(string(s))...)
+		e.ns = appendNodeScore(e.ns[:0], n)
+		if !utf8.Valid(e.ns) {
+			e.ns = append(e.ns[:0], validUTF8(string(e.ns))...)
 		}
-		e.val = protowire.AppendBytes(protowire.AppendTag(e.val[:0], 3, protowire.BytesType), s)
+		e.val = protowire.AppendBytes(protowire.AppendTag(e.val[:0], 3, protowire.BytesType), e.ns)
 		list = appendListItem(list, e.val)
 	}
 	return list
@@ -131,16 +160,25 @@ func (e *recordEncoder) entry(b []byte, key string, val []byte) []byte {
 	return protowire.AppendBytes(protowire.AppendTag(b, 2, protowire.BytesType), val)
 }
 
-// appendStructValue appends a Value holding the Struct whose encoded
-// fields are st.
-func appendStructValue(b, st []byte) []byte {
-	return protowire.AppendBytes(protowire.AppendTag(b, 5, protowire.BytesType), st)
+// entryOf appends a Struct's field key with a Value whose field kind
+// (valueStruct or valueList) holds payload: entry(b, key, the Value),
+// without building the Value apart.
+func (e *recordEncoder) entryOf(b []byte, key string, kind protowire.Number, payload []byte) []byte {
+	key = validUTF8(key)
+	val := protowire.SizeTag(kind) + protowire.SizeBytes(len(payload))
+	n := protowire.SizeTag(1) + protowire.SizeBytes(len(key)) + protowire.SizeTag(2) + protowire.SizeBytes(val)
+	b = protowire.AppendVarint(protowire.AppendTag(b, 1, protowire.BytesType), uint64(n))
+	b = protowire.AppendString(protowire.AppendTag(b, 1, protowire.BytesType), key)
+	b = protowire.AppendVarint(protowire.AppendTag(b, 2, protowire.BytesType), uint64(val))
+	return protowire.AppendBytes(protowire.AppendTag(b, kind, protowire.BytesType), payload)
 }
 
-// appendListValue appends a Value holding the list whose encoded items
-// are list.
-func appendListValue(b, list []byte) []byte {
-	return protowire.AppendBytes(protowire.AppendTag(b, 6, protowire.BytesType), list)
+// appendListItemOf appends, as a list's item, a Value whose field kind
+// holds payload: appendListItem(b, the Value).
+func appendListItemOf(b []byte, kind protowire.Number, payload []byte) []byte {
+	val := protowire.SizeTag(kind) + protowire.SizeBytes(len(payload))
+	b = protowire.AppendVarint(protowire.AppendTag(b, 1, protowire.BytesType), uint64(val))
+	return protowire.AppendBytes(protowire.AppendTag(b, kind, protowire.BytesType), payload)
 }
 
 // appendListItem appends the encoded Value val as a list's item.

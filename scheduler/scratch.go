@@ -30,6 +30,7 @@ var (
 	scratchInts     Scratch[int]
 	scratchInt64s   Scratch[int64]
 	scratchUint64s  Scratch[uint64]
+	scratchStrings  Scratch[string]
 	scratchScores   Scratch[NodeScore]
 	scratchNodes    Scratch[*NodeInfo]
 	scratchStatuses Scratch[*Status]

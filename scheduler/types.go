@@ -3,6 +3,7 @@ package scheduler
 import (
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -174,6 +175,13 @@ type NodeInfo struct {
 	// values are what plugins derived from the node object alone,
 	// shared by every NodeInfo of the same node object (see NodeValue).
 	values *nodeValues
+	// name, unschedulable and taints are Node's, copied when the
+	// NodeInfo is built: the built-in plugins read them for every node a
+	// cycle looks at, and from here they are in the NodeInfo's memory,
+	// which the cycle has already touched, not in the node object's.
+	name          string
+	unschedulable bool
+	taints        []v1.Taint
 }
 
 // NodeValueKey names one plugin's value in NodeValue; compared by address.
@@ -187,8 +195,32 @@ type nodeValue struct {
 	v   any
 }
 
-// nodeValues is a small copy-on-write list: a plugin or two per node.
-type nodeValues struct{ list atomic.Pointer[[]nodeValue] }
+// nodeValues is a small copy-on-write list: a plugin or two per node,
+// held in the list's own memory (a lookup follows two pointers, not
+// three).
+type nodeValues struct{ list atomic.Pointer[nodeValueList] }
+
+type nodeValueList struct {
+	n     int
+	first [2]nodeValue
+	more  []nodeValue
+}
+
+func (l *nodeValueList) at(i int) *nodeValue {
+	if i < len(l.first) {
+		return &l.first[i]
+	}
+	return &l.more[i-len(l.first)]
+}
+
+func (l *nodeValueList) add(e nodeValue) {
+	if l.n < len(l.first) {
+		l.first[l.n] = e
+	} else {
+		l.more = append(l.more, e)
+	}
+	l.n++
+}
 
 // NodeValue returns the value stored under key for this node object (nil
 // when none): something a plugin derived from the node alone (an
@@ -200,8 +232,8 @@ func (n *NodeInfo) NodeValue(key *NodeValueKey) any {
 		return nil
 	}
 	if l := n.values.list.Load(); l != nil {
-		for _, e := range *l {
-			if e.key == key {
+		for i := range l.n {
+			if e := l.at(i); e.key == key {
 				return e.v
 			}
 		}
@@ -217,32 +249,50 @@ func (n *NodeInfo) StoreNodeValue(key *NodeValueKey, v any) {
 	}
 	for {
 		old := n.values.list.Load()
-		var next []nodeValue
+		next := &nodeValueList{}
 		if old != nil {
-			next = make([]nodeValue, 0, len(*old)+1)
-			for _, e := range *old {
-				if e.key != key {
-					next = append(next, e)
+			for i := range old.n {
+				if e := old.at(i); e.key != key {
+					next.add(*e)
 				}
 			}
 		}
-		next = append(next, nodeValue{key, v})
-		if n.values.list.CompareAndSwap(old, &next) {
+		next.add(nodeValue{key, v})
+		if n.values.list.CompareAndSwap(old, next) {
 			return
 		}
 	}
 }
 
 // Name is the node's name.
-func (n *NodeInfo) Name() string { return n.Node.Name }
+func (n *NodeInfo) Name() string { return n.name }
+
+// Unschedulable is the node's spec.unschedulable.
+func (n *NodeInfo) Unschedulable() bool { return n.unschedulable }
+
+// Taints are the node's spec.taints; they must not be modified.
+func (n *NodeInfo) Taints() []v1.Taint { return n.taints }
 
 // NewNodeInfo builds a NodeInfo for node with pods.
 func NewNodeInfo(node *v1.Node, rev uint64, pods ...*PodInfo) *NodeInfo {
-	alloc := ResourcesOf(node.Status.Allocatable)
+	return newNodeInfo(node, rev, allocatableOf(node), &nodeValues{}, pods)
+}
+
+// allocatableOf is what pods may take of node: its allocatable resources,
+// or its capacity when it states none.
+func allocatableOf(node *v1.Node) Resources {
 	if len(node.Status.Allocatable) == 0 {
-		alloc = ResourcesOf(node.Status.Capacity)
+		return ResourcesOf(node.Status.Capacity)
 	}
-	ni := &NodeInfo{Node: node, Revision: rev, Allocatable: alloc, Generation: generation.Add(1), values: &nodeValues{}}
+	return ResourcesOf(node.Status.Allocatable)
+}
+
+// newNodeInfo is NewNodeInfo with the node's allocatableOf and values
+// given: the cache keeps them with the node object, not working them out
+// for every NodeInfo it builds when the node's pods change.
+func newNodeInfo(node *v1.Node, rev uint64, alloc Resources, values *nodeValues, pods []*PodInfo) *NodeInfo {
+	ni := &NodeInfo{Node: node, Revision: rev, Allocatable: alloc, Generation: generation.Add(1), values: values,
+		name: node.Name, unschedulable: node.Spec.Unschedulable, taints: node.Spec.Taints}
 	for _, p := range pods {
 		ni.addPod(p)
 	}
@@ -257,7 +307,7 @@ func (n *NodeInfo) addPod(p *PodInfo) {
 }
 
 func (n *NodeInfo) sortPods() {
-	sort.Slice(n.Pods, func(i, j int) bool { return n.Pods[i].Key < n.Pods[j].Key })
+	slices.SortFunc(n.Pods, func(a, b *PodInfo) int { return strings.Compare(a.Key, b.Key) })
 }
 
 // withPod returns a copy of n with p added.

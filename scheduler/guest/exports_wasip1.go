@@ -113,7 +113,7 @@ func current() (*Pod, *Node, bool) {
 	if !ok {
 		return nil, nil, false
 	}
-	n, ok := nodeAt(area[1], area[2], func() []byte { return fetch(hostNode) })
+	n, ok := nodeAt(area[1], area[2], fetchNode)
 	return p, n, ok
 }
 
@@ -183,37 +183,50 @@ func jetplaneBatchArea() uint64 {
 	return uint64(uintptr(unsafe.Pointer(&batch))) | uint64(len(batch))<<32
 }
 
-// each runs fn over the batch's first n nodes; it returns 1 when the pod
-// or a node cannot be decoded.
-func each(n uint32, fn func(i uint32, p *Pod, node *Node) (uint64, string)) uint32 {
-	p, ok := currentPod()
-	if !ok || int(n) > len(batch) {
-		return 1
-	}
-	defer func() { area[3] = 0 }()
-	for i := uint32(0); i < n; i++ {
-		e := &batch[i]
-		area[3] = uint64(i)
-		node, ok := nodeAt(e.slot, e.rev, func() []byte { return fetch(hostNode) })
-		if !ok {
-			return 1
+// cached returns the node the guest holds in slot at revision rev, nil
+// when it holds none: small enough to inline into the batch loops, which
+// call nodeAt only on a miss (a call costs more in WebAssembly than the
+// rest of a cache hit).
+func cached(slot, rev uint64) *Node {
+	if slot < uint64(len(nodes)) {
+		if c := &nodes[slot]; c.rev == rev {
+			return c.node
 		}
-		res, r := fn(i, p, node)
-		e.result = res
-		reason(r)
 	}
-	return 0
+	return nil
 }
+
+// The batch loops below are written out for each extension point, with
+// no closure between the loop and the plugin: per node they make one
+// call, the plugin's.
 
 //go:wasmexport jetplane_filter_nodes
 func filterNodes(n uint32) uint32 {
 	if filterPlugin == nil {
 		return 1
 	}
-	return each(n, func(_ uint32, p *Pod, node *Node) (uint64, string) {
+	p, ok := currentPod()
+	if !ok || int(n) > len(batch) {
+		return 1
+	}
+	for i := range batch[:n] {
+		e := &batch[i]
+		area[3] = uint64(i)
+		node := cached(e.slot, e.rev)
+		if node == nil {
+			if node, ok = nodeAt(e.slot, e.rev, fetchNode); !ok {
+				area[3] = 0
+				return 1
+			}
+		}
 		code, r := filterPlugin.Filter(p, node)
-		return uint64(code), r
-	})
+		e.result = uint64(code)
+		if r != "" {
+			reason(r)
+		}
+	}
+	area[3] = 0
+	return 0
 }
 
 //go:wasmexport jetplane_score_nodes
@@ -221,11 +234,32 @@ func scoreNodes(n uint32) uint32 {
 	if scorePlugin == nil {
 		return 1
 	}
-	return each(n, func(_ uint32, p *Pod, node *Node) (uint64, string) {
+	p, ok := currentPod()
+	if !ok || int(n) > len(batch) {
+		return 1
+	}
+	for i := range batch[:n] {
+		e := &batch[i]
+		area[3] = uint64(i)
+		node := cached(e.slot, e.rev)
+		if node == nil {
+			if node, ok = nodeAt(e.slot, e.rev, fetchNode); !ok {
+				area[3] = 0
+				return 1
+			}
+		}
 		s, code, r := scorePlugin.Score(p, node)
-		return uint64(s)<<32 | uint64(code), r
-	})
+		e.result = uint64(s)<<32 | uint64(code)
+		if r != "" {
+			reason(r)
+		}
+	}
+	area[3] = 0
+	return 0
 }
+
+// fetchNode is the current node's protobuf, read from the host.
+func fetchNode() []byte { return fetch(hostNode) }
 
 // Config returns the plugin's args (the guestConfig string of its
 // pluginConfig).

@@ -41,6 +41,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -187,9 +188,15 @@ var (
 	_ Closer                          = (*Plugin)(nil)
 )
 
+// encodedNode is a node's protobuf as the guests see it. rev is the
+// revision the guests cache it under: the node object's revision, or for
+// a node object without one (revision 0) a pseudo-revision of its own,
+// taken once when it is encoded; of is the NodeInfo revision it was
+// encoded from.
 type encodedNode struct {
 	name string
 	rev  uint64
+	of   uint64
 	slot uint64
 	data []byte
 }
@@ -518,7 +525,7 @@ func (p *Plugin) newInstance() (*instance, error) {
 	} else {
 		cfg = cfg.WithStartFunctions()
 	}
-	mod, err := p.rt.InstantiateModule(in.ctx, p.compiled, cfg)
+	mod, err := p.rt.InstantiateModule(experimental.WithMemoryAllocator(in.ctx, heapMemories), p.compiled, cfg)
 	if err != nil {
 		return nil, guestError(in.out.String(), p.start, err)
 	}
@@ -772,11 +779,13 @@ func (p *Plugin) logOutput(out string) {
 	p.handle().Logger().Info("wasm guest output", "plugin", p.name, "output", out)
 }
 
-// encodeNode returns node's protobuf, encoded once per revision and kept
-// with the node object (NodeValue), so that a cycle reaches it without a
-// lookup by name.
+// encodeNode returns node's protobuf, encoded once per node object and
+// kept with it (NodeValue), so that a cycle reaches it without a lookup by
+// name. A node object without a revision (0) is kept the same way, under
+// a pseudo-revision taken once: encoding it afresh on every call made the
+// guests decode it on every call too.
 func (p *Plugin) encodeNode(n *scheduler.NodeInfo) (*encodedNode, error) {
-	if e, ok := n.NodeValue(p.nodeKey).(*encodedNode); ok && e.rev == n.Revision && n.Revision != 0 {
+	if e, ok := n.NodeValue(p.nodeKey).(*encodedNode); ok && e.of == n.Revision {
 		return e, nil
 	}
 	data, err := n.Node.Marshal()
@@ -793,11 +802,11 @@ func (p *Plugin) encodeNode(n *scheduler.NodeInfo) (*encodedNode, error) {
 	p.nodesMu.Unlock()
 	rev := n.Revision
 	if rev == 0 {
-		// A node without revisions is encoded every call and must not
-		// be cached by the guest either: use a fresh pseudo-revision.
-		return &encodedNode{name: name, rev: ^uint64(0) - p.seq.Add(1), slot: slot, data: data}, nil
+		// Revisions count up from 1; pseudo-revisions count down from
+		// the top, so that the guests never take one for the other.
+		rev = ^uint64(0) - p.seq.Add(1)
 	}
-	e := &encodedNode{name: name, rev: rev, slot: slot, data: data}
+	e := &encodedNode{name: name, rev: rev, of: n.Revision, slot: slot, data: data}
 	n.StoreNodeValue(p.nodeKey, e)
 	return e, nil
 }
