@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"strconv"
 	"unicode/utf8"
@@ -79,11 +80,14 @@ func NodeFromObject(o *schemas.Object) (*v1.Node, error) {
 			node.Status.Conditions = st.Conditions
 		}
 	}
-	if node.Labels == nil {
-		node.Labels = map[string]string{}
-	}
 	if _, ok := node.Labels[v1.LabelHostname]; !ok {
-		node.Labels[v1.LabelHostname] = node.Name
+		// node.Labels is the stored object's map (metaOf): the label
+		// goes on a copy, or the projection's object would change under
+		// its readers.
+		labels := make(map[string]string, len(node.Labels)+1)
+		maps.Copy(labels, node.Labels)
+		labels[v1.LabelHostname] = node.Name
+		node.Labels = labels
 	}
 	if !nodeReady(o, node) {
 		node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: v1.TaintNodeNotReady, Effect: v1.TaintEffectNoSchedule})

@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/jetplane/jetplane/schemas"
 )
 
 // The struct → JSON writer reads back as protojson's output does.
@@ -162,4 +164,22 @@ func FuzzPodSpecFast(f *testing.F) {
 		}
 		checkPodSpecFast(t, &structpb.Struct{Fields: spec})
 	})
+}
+
+// A node converted for placement gets the hostname label on its own
+// labels: the stored object's map, shared by the projection's readers,
+// is left as it was.
+func TestNodeFromObjectLeavesTheStoredLabels(t *testing.T) {
+	labels := map[string]string{"zone": "a"}
+	o := &schemas.Object{Kind: "Node", Metadata: &schemas.ObjectMeta{Name: "n1", Labels: labels}}
+	node, err := NodeFromObject(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if node.Labels[v1.LabelHostname] != "n1" || node.Labels["zone"] != "a" {
+		t.Fatalf("converted labels %v", node.Labels)
+	}
+	if len(labels) != 1 {
+		t.Fatalf("the stored object's labels changed: %v", labels)
+	}
 }
