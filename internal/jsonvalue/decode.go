@@ -18,7 +18,7 @@ func Unmarshal[T map[string]any | []any](data []byte, v *T) error {
 		// encoding/json fills the map v holds (others may share it).
 		return json.Unmarshal(data, v)
 	}
-	d := decoder{data: data}
+	d := decoder{data: data, maxDepth: maxNesting}
 	d.space()
 	var x any
 	var ok bool
@@ -42,9 +42,41 @@ func Unmarshal[T map[string]any | []any](data []byte, v *T) error {
 // documents are left to it.
 const maxNesting = 1000
 
+// Options make Parse read JSON as a caller's other path reads it.
+type Options struct {
+	// MaxDepth refuses objects and lists nested this deep (0: 1,000).
+	MaxDepth int
+	// UniqueKeys refuses an object that repeats a key (encoding/json
+	// keeps the last).
+	UniqueKeys bool
+	// Number turns a number's text into its value, or refuses it (nil:
+	// a float64, as encoding/json gives).
+	Number func(text string) (any, bool)
+}
+
+// Parse reads one JSON value at the start of data, after white space, into
+// the generic values encoding/json gives (map[string]any, []any, string,
+// float64 or Options.Number's values, bool, nil), in one pass and without
+// reflection. It returns the value and where it ended; ok is false for
+// what it does not take as plain JSON: a syntax error, a surrogate escape,
+// invalid UTF-8, and what opts refuse. White space after the value is not
+// read.
+func Parse(data []byte, opts Options) (v any, end int, ok bool) {
+	d := decoder{data: data, maxDepth: opts.MaxDepth, uniqueKeys: opts.UniqueKeys, num: opts.Number}
+	if d.maxDepth <= 0 {
+		d.maxDepth = maxNesting
+	}
+	d.space()
+	v, ok = d.value(0)
+	return v, d.i, ok
+}
+
 type decoder struct {
-	data []byte
-	i    int
+	data       []byte
+	i          int
+	maxDepth   int
+	uniqueKeys bool
+	num        func(string) (any, bool)
 }
 
 func (d *decoder) peek(c byte) bool { return d.i < len(d.data) && d.data[d.i] == c }
@@ -93,7 +125,7 @@ func (d *decoder) literal(s string) bool {
 }
 
 func (d *decoder) object(depth int) (any, bool) {
-	if depth >= maxNesting {
+	if depth >= d.maxDepth {
 		return nil, false
 	}
 	d.i++ // {
@@ -122,6 +154,11 @@ func (d *decoder) object(depth int) (any, bool) {
 		if !ok {
 			return nil, false
 		}
+		if d.uniqueKeys {
+			if _, dup := m[k]; dup {
+				return nil, false
+			}
+		}
 		m[k] = v // the last of a repeated key, as encoding/json
 		d.space()
 		if d.peek(',') {
@@ -137,7 +174,7 @@ func (d *decoder) object(depth int) (any, bool) {
 }
 
 func (d *decoder) array(depth int) (any, bool) {
-	if depth >= maxNesting {
+	if depth >= d.maxDepth {
 		return nil, false
 	}
 	d.i++ // [
@@ -274,6 +311,9 @@ func (d *decoder) number() (any, bool) {
 		if d.digits() == 0 {
 			return nil, false
 		}
+	}
+	if d.num != nil {
+		return d.num(string(d.data[start:d.i]))
 	}
 	f, err := strconv.ParseFloat(string(d.data[start:d.i]), 64)
 	if err != nil {

@@ -85,3 +85,24 @@ func TestUnmarshalFillsTheMapGiven(t *testing.T) {
 		t.Fatalf("the map given was not filled: %v", shared)
 	}
 }
+
+// Parse's options: a repeated key and nesting past MaxDepth are refused,
+// numbers go through Number, and the end is where the value ended.
+func TestParseOptions(t *testing.T) {
+	if _, _, ok := Parse([]byte(`{"a":1,"a":2}`), Options{UniqueKeys: true}); ok {
+		t.Error("a repeated key was taken with UniqueKeys")
+	}
+	if v, _, ok := Parse([]byte(`{"a":1,"a":2}`), Options{}); !ok || v.(map[string]any)["a"] != float64(2) {
+		t.Errorf("without UniqueKeys: %v %v, want the last value", v, ok)
+	}
+	if _, _, ok := Parse([]byte(`[[[1]]]`), Options{MaxDepth: 2}); ok {
+		t.Error("nesting past MaxDepth was taken")
+	}
+	v, end, ok := Parse([]byte(` {"n": 12} x`), Options{Number: func(s string) (any, bool) { return "n" + s, true }})
+	if !ok || v.(map[string]any)["n"] != "n12" || end != 10 {
+		t.Errorf("Parse = %v, %d, %v", v, end, ok)
+	}
+	if _, _, ok := Parse([]byte(`1e999`), Options{Number: func(string) (any, bool) { return nil, false }}); ok {
+		t.Error("a number Number refused was taken")
+	}
+}
