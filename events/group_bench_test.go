@@ -3,8 +3,6 @@ package events_test
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -38,26 +36,15 @@ func BenchmarkAppendEachConcurrent(b *testing.B) {
 				}
 				const perWriter = 200
 				n := writers * perWriter * b.N
-				var next atomic.Int64
-				var wg sync.WaitGroup
 				cpu0, t0 := processCPU(), time.Now()
-				for range writers {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for {
-							i := int(next.Add(1) - 1)
-							if i >= n {
-								return
-							}
-							if _, errs := l.AppendEach(ctx, []events.Entry{{Event: benchEvent(i), Expect: 0}}); errs != nil {
-								b.Error(errs[0])
-								return
-							}
-						}
-					}()
+				if err := testenv.Spread(n, writers, func(i int) error {
+					if _, errs := l.AppendEach(ctx, []events.Entry{{Event: benchEvent(i), Expect: 0}}); errs != nil {
+						return errs[0]
+					}
+					return nil
+				}); err != nil {
+					b.Fatal(err)
 				}
-				wg.Wait()
 				elapsed, cpu := time.Since(t0), processCPU()-cpu0
 				b.ReportMetric(float64(n)/elapsed.Seconds(), "entries/s")
 				b.ReportMetric(float64(cpu.Microseconds())/float64(n), "cpu-µs/entry")

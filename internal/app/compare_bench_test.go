@@ -11,12 +11,12 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jetplane/jetplane/bridge/api"
 	"github.com/jetplane/jetplane/internal/app"
+	"github.com/jetplane/jetplane/internal/testenv"
 	kubeenv "github.com/jetplane/jetplane/internal/testenv/kube"
 	"github.com/jetplane/jetplane/reconcilers"
 	"github.com/jetplane/jetplane/reconcilers/queue"
@@ -237,36 +237,17 @@ func burstSingle(b *testing.B, c *api.Client, n, workers int) map[string]time.Ti
 func sendSingle(c *api.Client, n, workers int) (map[string]time.Time, error) {
 	sent := make(map[string]time.Time, n)
 	var mu sync.Mutex
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var first error
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				start := time.Now()
-				if _, err := c.ApplyBrief(context.Background(), "bench", benchDocs(i, i+1, "1"), ""); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-					next.Store(int64(n))
-					return
-				}
-				mu.Lock()
-				sent[fmt.Sprint("o-", i)] = start
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return sent, first
+	err := testenv.Spread(n, workers, func(i int) error {
+		start := time.Now()
+		if _, err := c.ApplyBrief(context.Background(), "bench", benchDocs(i, i+1, "1"), ""); err != nil {
+			return err
+		}
+		mu.Lock()
+		sent[fmt.Sprint("o-", i)] = start
+		mu.Unlock()
+		return nil
+	})
+	return sent, err
 }
 
 // latencies is apply → Ready p50 and p99, in milliseconds.
