@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/jetplane/jetplane/internal/jsonvalue"
 	"github.com/jetplane/jetplane/schemas"
 )
 
@@ -148,7 +149,7 @@ func appendStructJSON(b []byte, s *structpb.Struct) ([]byte, error) {
 		if !utf8.ValidString(k) {
 			return nil, errors.New("invalid UTF-8 in a struct's key")
 		}
-		b = appendJSONString(b, k)
+		b = jsonvalue.AppendString(b, k)
 		b = append(b, ':')
 		var err error
 		if b, err = appendValueJSON(b, v); err != nil {
@@ -178,7 +179,7 @@ func appendValueJSON(b []byte, v *structpb.Value) ([]byte, error) {
 		if !utf8.ValidString(k.StringValue) {
 			return nil, errors.New("invalid UTF-8 in a struct's string")
 		}
-		return appendJSONString(b, k.StringValue), nil
+		return jsonvalue.AppendString(b, k.StringValue), nil
 	case *structpb.Value_StructValue:
 		return appendStructJSON(b, k.StructValue)
 	case *structpb.Value_ListValue:
@@ -196,36 +197,6 @@ func appendValueJSON(b []byte, v *structpb.Value) ([]byte, error) {
 	default:
 		return nil, errors.New("a struct value of no kind")
 	}
-}
-
-// appendJSONString appends s quoted as a JSON string: quotes, backslashes
-// and control characters escaped, everything else (valid UTF-8) as is.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // PodSpecStruct encodes a v1.PodSpec as a spec Struct.

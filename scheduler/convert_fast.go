@@ -153,7 +153,8 @@ func plainString(v *structpb.Value) (string, bool) {
 	return s.StringValue, true
 }
 
-// plain: valid UTF-8 with nothing appendJSONString escapes.
+// plain: valid UTF-8 with no quote, backslash or control character, which
+// the JSON path's round trip leaves as it is.
 func plain(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c == '"' || c == '\\' {

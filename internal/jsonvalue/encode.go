@@ -63,7 +63,7 @@ func appendValue(dst []byte, v any, depth int) ([]byte, error) {
 	case nil:
 		return append(dst, "null"...), nil
 	case string:
-		return appendString(dst, v), nil
+		return AppendString(dst, v), nil
 	case bool:
 		if v {
 			return append(dst, "true"...), nil
@@ -130,7 +130,7 @@ func appendMap(dst []byte, m map[string]any, depth int) ([]byte, error) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendString(dst, k)
+		dst = AppendString(dst, k)
 		dst = append(dst, ':')
 		if dst, err = appendValue(dst, m[k], depth+1); err != nil {
 			break
@@ -188,10 +188,10 @@ var safe = func() (t [utf8.RuneSelf]bool) {
 	return t
 }()
 
-// appendString writes s quoted as encoding/json does with HTML escaping:
+// AppendString appends s quoted as encoding/json does with HTML escaping:
 // <, > and & as \u003c and so on, U+2028 and U+2029 escaped, invalid
 // UTF-8 as \ufffd.
-func appendString(dst []byte, s string) []byte {
+func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
