@@ -217,19 +217,7 @@ func TestInstancesAreNotHandedAControllersKinds(t *testing.T) {
 			t.Errorf("controller: %v", err)
 		}
 	})
-	opts, err := events.CredsOptions(a.Creds().InstanceCreds())
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(a.NATSURL(), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := instanceJetStream(t, a)
 	// Every event an instance consumer matches was delivered or is
 	// pending: their sum grows by each matching event, whenever it is
 	// delivered.
@@ -293,19 +281,7 @@ func TestControllerConsumersAcknowledgeRuns(t *testing.T) {
 	a, creds := startApp(t, "nets", "Net.example.com")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	opts, err := events.CredsOptions(a.Creds().InstanceCreds())
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect(a.NATSURL(), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := instanceJetStream(t, a)
 	old := events.ExplicitAckPartitionConsumer(events.ControllerConsumerPrefix+"nets", 0)
 	if _, err := js.CreateOrUpdateConsumer(ctx, events.StreamName, jetstream.ConsumerConfig{
 		Durable: old, AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: events.KindPartitionFilter(0, "Net.example.com"),
@@ -386,4 +362,24 @@ func TestControllerConsumersAcknowledgeRuns(t *testing.T) {
 		_, delivered, pending := consumers()
 		return !pending && delivered-before >= 2*n
 	})
+}
+
+// instanceJetStream is JetStream over a connection with a's instance
+// credential, closed when the test ends.
+func instanceJetStream(t *testing.T, a *app.App) jetstream.JetStream {
+	t.Helper()
+	opts, err := events.CredsOptions(a.Creds().InstanceCreds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(a.NATSURL(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
