@@ -197,7 +197,12 @@ func ControllerPermissions(name string) *server.Permissions {
 	logAcks := "$JS.ACK." + events.StreamName + ".>"
 	pub := slices.DeleteFunc(slices.Clone(sub.Publish.Allow), func(s string) bool { return s == logAcks })
 	for p := range events.MaxPartitions {
-		pub = append(pub, "$JS.ACK."+events.StreamName+"."+events.PartitionConsumer(events.ControllerConsumerPrefix+name, p)+".>")
+		// Its consumers, and their names before decision 0108, which a
+		// controller built against an earlier jetplane still reads (with
+		// one acknowledgement per delivery) until it is rebuilt.
+		pub = append(pub,
+			"$JS.ACK."+events.StreamName+"."+events.PartitionConsumer(events.ControllerConsumerPrefix+name, p)+".>",
+			"$JS.ACK."+events.StreamName+"."+events.ExplicitAckPartitionConsumer(events.ControllerConsumerPrefix+name, p)+".>")
 	}
 	kv := "KV_" + events.ControllerBucket(name)
 	pub = append(pub,

@@ -1,0 +1,55 @@
+package auth
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jetplane/jetplane/events"
+)
+
+// matches reports whether subject matches pattern as NATS matches them,
+// token by token, with * for one token and > for the rest.
+func matches(pattern, subject string) bool {
+	p, s := strings.Split(pattern, "."), strings.Split(subject, ".")
+	for i, t := range p {
+		if t == ">" {
+			return len(s) > i
+		}
+		if i >= len(s) || t != "*" && t != s[i] {
+			return false
+		}
+	}
+	return len(p) == len(s)
+}
+
+// A controller acknowledges on its own partition consumers, under their
+// names since decision 0108 and before it (a controller built against an
+// earlier jetplane), and on no other consumer of the log.
+func TestControllerAcknowledgesOnlyItsOwnConsumers(t *testing.T) {
+	perms := ControllerPermissions("nets")
+	may := func(subject string) bool {
+		allowed := slices.ContainsFunc(perms.Publish.Allow, func(p string) bool { return matches(p, subject) })
+		denied := slices.ContainsFunc(perms.Publish.Deny, func(p string) bool { return matches(p, subject) })
+		return allowed && !denied
+	}
+	ack := func(consumer string) string { return "$JS.ACK." + events.StreamName + "." + consumer + ".1.9.9.1.0" }
+	for _, c := range []string{
+		events.PartitionConsumer(events.ControllerConsumerPrefix+"nets", 3),
+		events.ExplicitAckPartitionConsumer(events.ControllerConsumerPrefix+"nets", 3),
+	} {
+		if !may(ack(c)) {
+			t.Errorf("controller nets may not acknowledge on its own consumer %s", c)
+		}
+	}
+	for _, c := range []string{
+		events.PartitionConsumer("", 3),
+		events.PartitionConsumer(events.ControllerConsumerPrefix+"gadgets", 3),
+		events.ExplicitAckPartitionConsumer(events.ControllerConsumerPrefix+"gadgets", 3),
+		"some-subscribers-consumer",
+	} {
+		if may(ack(c)) {
+			t.Errorf("controller nets may acknowledge on %s", c)
+		}
+	}
+}
