@@ -340,6 +340,11 @@ func TestDeadlineEndsThePodForGood(t *testing.T) {
 	w.Spec.ActiveDeadlineSeconds = &secs
 	m := startMachine(t, env, w)
 	m.expect("Registered", "ImagePull", "Starting", "Running")
+	// The machine reports Running before it sets the deadline's timer:
+	// moving the clock before that would only push the deadline on.
+	if d := env.NextTimer(t); d > 30*time.Second {
+		t.Fatalf("the first timer is %s ahead, want the deadline within 30s", d)
+	}
 	env.Advance(30 * time.Second)
 	got := m.expect("Error")
 	ps, _ := PodStatus(got[0].status)
