@@ -39,16 +39,7 @@ func SpecString(spec []byte, key string) (string, bool) {
 func entryString(entry []byte, key string) (s string, ok bool) {
 	var k string
 	kind := protowire.Number(0) // the Value's last kind field
-	for len(entry) > 0 {
-		num, typ, n := protowire.ConsumeTag(entry)
-		entry = entry[n:]
-		var v []byte
-		if typ == protowire.BytesType {
-			v, n = protowire.ConsumeBytes(entry)
-		} else {
-			n = protowire.ConsumeFieldValue(num, typ, entry)
-		}
-		entry = entry[n:]
+	validFields(entry, 0, func(num protowire.Number, typ protowire.Type, v []byte) bool {
 		switch {
 		case num == 1 && typ == protowire.BytesType:
 			k = string(v)
@@ -58,7 +49,8 @@ func entryString(entry []byte, key string) (s string, ok bool) {
 				kind, s = vk, vs
 			}
 		}
-	}
+		return true
+	})
 	if k != key {
 		return "", false
 	}
@@ -71,16 +63,7 @@ func entryString(entry []byte, key string) (s string, ok bool) {
 // valueKind is the last kind field set in a valid Value's encoding, and
 // its string when that is string_value (3).
 func valueKind(v []byte) (kind protowire.Number, s string, set bool) {
-	for len(v) > 0 {
-		num, typ, n := protowire.ConsumeTag(v)
-		v = v[n:]
-		var f []byte
-		if typ == protowire.BytesType {
-			f, n = protowire.ConsumeBytes(v)
-		} else {
-			n = protowire.ConsumeFieldValue(num, typ, v)
-		}
-		v = v[n:]
+	validFields(v, 0, func(num protowire.Number, typ protowire.Type, f []byte) bool {
 		want := protowire.BytesType
 		switch num {
 		case 1, 4: // null_value, bool_value
@@ -89,15 +72,16 @@ func valueKind(v []byte) (kind protowire.Number, s string, set bool) {
 			want = protowire.Fixed64Type
 		case 3, 5, 6: // string, struct, list
 		default:
-			continue
+			return true
 		}
 		if typ != want {
-			continue
+			return true
 		}
 		kind, set = num, true
 		if num == 3 {
 			s = string(f)
 		}
-	}
+		return true
+	})
 	return kind, s, set
 }
