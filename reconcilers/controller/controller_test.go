@@ -207,16 +207,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestInstancesAreNotHandedAControllersKinds(t *testing.T) {
 	a, creds := startApp(t, "nets", "Net.example.com")
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- controller.Run(ctx, controller.Config{NATS: a.NATSURL(), Creds: creds, Grace: time.Second}, netsOnly{})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller: %v", err)
-		}
-	})
+	runNetsOnly(t, ctx, cancel, a.NATSURL(), creds)
 	js := instanceJetStream(t, a)
 	// Every event an instance consumer matches was delivered or is
 	// pending: their sum grows by each matching event, whenever it is
@@ -288,16 +279,7 @@ func TestControllerConsumersAcknowledgeRuns(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		done <- controller.Run(ctx, controller.Config{NATS: a.NATSURL(), Creds: creds, Grace: time.Second}, netsOnly{})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller: %v", err)
-		}
-	})
+	runNetsOnly(t, ctx, cancel, a.NATSURL(), creds)
 	c := &api.Client{BaseURL: a.URL()}
 	const n = 20
 	applyNets := func(from, to int) {
@@ -382,4 +364,19 @@ func instanceJetStream(t *testing.T, a *app.App) jetstream.JetStream {
 		t.Fatal(err)
 	}
 	return js
+}
+
+// runNetsOnly runs the netsOnly controller until the test ends, when it
+// cancels ctx and checks the controller stopped cleanly.
+func runNetsOnly(t *testing.T, ctx context.Context, cancel context.CancelFunc, url, creds string) {
+	done := make(chan error, 1)
+	go func() {
+		done <- controller.Run(ctx, controller.Config{NATS: url, Creds: creds, Grace: time.Second}, netsOnly{})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
 }
