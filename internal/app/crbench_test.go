@@ -40,13 +40,9 @@ func crbenchBinary(tb testing.TB) string {
 			sameClientErr = err
 			return
 		}
-		// Outlives this run's TempDir: -count runs a benchmark again.
-		tmp, err := os.MkdirTemp("", "jetplane-crbench-")
-		if err != nil {
-			sameClientErr = err
-			return
-		}
-		sameClientBin = filepath.Join(tmp, "crbench")
+		// In the binary's scratch directory, not a test's TempDir:
+		// -count runs a benchmark again.
+		sameClientBin = filepath.Join(scratch, "crbench")
 		if out, err := exec.Command("go", "build", "-C", dir, "-o", sameClientBin, ".").CombinedOutput(); err != nil {
 			sameClientErr = fmt.Errorf("go build crbench: %v\n%s", err, out)
 		}

@@ -61,12 +61,7 @@ var built struct {
 func jetplaneBinary(t *testing.T) string {
 	t.Helper()
 	built.once.Do(func() {
-		dir, err := os.MkdirTemp("", "jetplane-render-")
-		if err != nil {
-			built.err = err
-			return
-		}
-		built.bin = filepath.Join(dir, "jetplane")
+		built.bin = filepath.Join(scratch, "jetplane")
 		built.out, built.err = exec.Command("go", "build", "-o", built.bin, "../../cmd/jetplane").CombinedOutput()
 	})
 	if built.err != nil {
