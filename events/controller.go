@@ -87,9 +87,70 @@ func OpenController(ctx context.Context, nc *nats.Conn, name string) (*Controlle
 // Name is the controller's name.
 func (c *ControllerLog) Name() string { return c.name }
 
-// Join announces instance among the controller's replicas.
+// Join announces instance among the controller's replicas. The
+// instances make the controller's bucket (EnsureControllerBucket): its
+// credential may use it but not configure it. Join waits for it until
+// ctx ends; where nothing makes it (a NATS server whose permissions
+// jetplane does not set), it makes it itself.
 func (c *ControllerLog) Join(ctx context.Context, instance string, opts MemberOptions) (*Members, error) {
-	return c.join(ctx, ControllerBucket(c.name), instance, opts)
+	bucket := ControllerBucket(c.name)
+	return c.join(ctx, bucket, instance, opts, func(ctx context.Context) (jetstream.KeyValue, error) {
+		// The instances look for new credentials every second: after a
+		// few, try making it, briefly (a credential jetplane made is
+		// refused, and the server does not answer a refused request).
+		tryAt := time.Now().Add(3 * time.Second)
+		for {
+			kv, err := c.js.KeyValue(ctx, bucket)
+			if !errors.Is(err, jetstream.ErrBucketNotFound) {
+				return kv, err
+			}
+			if !tryAt.IsZero() && time.Now().After(tryAt) {
+				tryAt = time.Time{}
+				tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				kv, err := createMembersBucket(tctx, c.js, bucket)
+				cancel()
+				if err == nil {
+					return kv, nil
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("no bucket %s yet: the instances make it for each controller credential (is jetplane serve running, and does it know credential %q?): %w", bucket, c.name, ctx.Err())
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	})
+}
+
+// EnsureControllerBucket makes controller name's members bucket, as only
+// an instance may: a credential that could configure its own bucket's
+// stream could make it source other streams (the keys bucket, other
+// controllers' buckets) or republish into the log. A bucket made before
+// with any other subjects, sources, mirror, republish or transform is
+// deleted and made again.
+func EnsureControllerBucket(ctx context.Context, js jetstream.JetStream, name string) error {
+	bucket := ControllerBucket(name)
+	if s, err := js.Stream(ctx, "KV_"+bucket); err == nil {
+		if cfg := s.CachedInfo().Config; !plainBucket(cfg, bucket) {
+			if err := js.DeleteStream(ctx, "KV_"+bucket); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+				return fmt.Errorf("controller %s: delete its misconfigured bucket: %w", name, err)
+			}
+		}
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("controller %s: bucket: %w", name, err)
+	}
+	if _, err := createMembersBucket(ctx, js, bucket); err != nil {
+		return fmt.Errorf("controller %s: bucket: %w", name, err)
+	}
+	return nil
+}
+
+// plainBucket reports whether cfg is a key-value bucket's stream that
+// stores its own keys and nothing else, nowhere else.
+func plainBucket(cfg jetstream.StreamConfig, bucket string) bool {
+	return len(cfg.Subjects) == 1 && cfg.Subjects[0] == "$KV."+bucket+".>" &&
+		cfg.Mirror == nil && len(cfg.Sources) == 0 && cfg.RePublish == nil &&
+		cfg.SubjectTransform == nil && !cfg.NoAck && !cfg.Sealed
 }
 
 // Append sends one write through the instances.

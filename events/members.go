@@ -94,13 +94,31 @@ type Members struct {
 // and keeps announcing it until Leave. ctx bounds the joining only. When
 // Join returns, the view already holds every instance announced before.
 func (l *Log) Join(ctx context.Context, instance string, opts MemberOptions) (*Members, error) {
-	return l.join(ctx, MembersBucket, instance, opts)
+	return l.join(ctx, MembersBucket, instance, opts, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return createMembersBucket(ctx, l.js, MembersBucket)
+	})
 }
 
-// join is Join on bucket: the instances' own, or a controller's
-// (ControllerLog), so that each controller's replicas share partitions
-// among themselves only.
-func (l *Log) join(ctx context.Context, bucket, instance string, opts MemberOptions) (*Members, error) {
+// createMembersBucket creates bucket, or makes its configuration the
+// members buckets' own, with the log's replicas.
+func createMembersBucket(ctx context.Context, js jetstream.JetStream, bucket string) (jetstream.KeyValue, error) {
+	s, err := js.Stream(ctx, StreamName)
+	if err != nil {
+		return nil, err
+	}
+	return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      bucket,
+		Description: "jetplane instances and their partition claims",
+		History:     1,
+		Replicas:    s.CachedInfo().Config.Replicas,
+		Storage:     jetstream.FileStorage,
+	})
+}
+
+// join is Join on bucket, opened by open: the instances' own, or a
+// controller's (ControllerLog), so that each controller's replicas share
+// partitions among themselves only.
+func (l *Log) join(ctx context.Context, bucket, instance string, opts MemberOptions, open func(context.Context) (jetstream.KeyValue, error)) (*Members, error) {
 	if instance == "" {
 		return nil, errors.New("members: an instance name is required")
 	}
@@ -108,17 +126,7 @@ func (l *Log) join(ctx context.Context, bucket, instance string, opts MemberOpti
 	if opts.Expiry < 2*opts.Heartbeat {
 		return nil, fmt.Errorf("members: expiry %s must be at least twice the heartbeat %s", opts.Expiry, opts.Heartbeat)
 	}
-	info, err := l.stream.Info(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("members: %w", err)
-	}
-	kv, err := l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      bucket,
-		Description: "jetplane instances and their partition claims",
-		History:     1,
-		Replicas:    info.Config.Replicas,
-		Storage:     jetstream.FileStorage,
-	})
+	kv, err := open(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("members: open bucket %s: %w", bucket, err)
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetplane/jetplane/events"
 )
 
 // OwnersBucket records which credential created each consumer an outside
@@ -130,6 +132,31 @@ type guard struct {
 	checked map[string]time.Time
 	doomed  chan string
 	warned  time.Time
+	// buckets are the controllers whose members bucket this guard has
+	// made (events.EnsureControllerBucket); a controller's credential
+	// may not configure its bucket itself.
+	buckets map[string]bool
+}
+
+// ensureBuckets makes the members bucket of each live controller
+// credential that has none from this guard yet; a failure is tried
+// again at the next sweep.
+func (g *guard) ensureBuckets(ctx context.Context) {
+	for _, c := range g.keys {
+		if c.Role != RoleController || c.Revoked != nil || g.buckets[c.Name] {
+			continue
+		}
+		if err := events.EnsureControllerBucket(ctx, g.js, c.Name); err != nil {
+			if ctx.Err() == nil {
+				g.cfg.Logger.Warn("controller bucket not made; trying again", "controller", c.Name, "err", err)
+			}
+			continue
+		}
+		if g.buckets == nil {
+			g.buckets = map[string]bool{}
+		}
+		g.buckets[c.Name] = true
+	}
 }
 
 // deleters is how many deletions run at once.
@@ -307,6 +334,7 @@ func (g *guard) sweep(ctx context.Context) {
 			live[c.Name] = true
 		}
 	}
+	g.ensureBuckets(ctx)
 	for cred, ids := range g.held {
 		if live[cred] {
 			continue

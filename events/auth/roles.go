@@ -210,8 +210,10 @@ func ControllerPermissions(name string) *server.Permissions {
 		"$JS.API.CONSUMER.UNPIN."+events.StreamName+".*",
 		// its projection's reads delete their consumers when they end
 		"$JS.API.CONSUMER.DELETE."+events.StreamName+".*",
-		"$JS.API.STREAM.CREATE."+kv,
-		"$JS.API.STREAM.UPDATE."+kv,
+		// Not STREAM.CREATE or UPDATE: a stream's configuration could
+		// source other streams or republish into the log, and
+		// permissions cannot look inside it. The instances make the
+		// bucket (events.EnsureControllerBucket).
 		"$JS.API.STREAM.INFO."+kv,
 		"$JS.API.CONSUMER.CREATE."+kv,
 		"$JS.API.CONSUMER.CREATE."+kv+".>",
