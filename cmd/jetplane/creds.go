@@ -81,7 +81,7 @@ Connect with the NKey seed in the file and the inbox prefix its comment names:
 				_, err = cmd.OutOrStdout().Write(data)
 				return err
 			}
-			if err := os.WriteFile(out, data, 0o600); err != nil {
+			if err := writeSecret(out, data); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: the %s credential %q (mode 0600; it is a secret)\n", out, role, args[0])

@@ -88,7 +88,7 @@ embedded so the client trusts the server.`,
 				return err
 			}
 			// The file holds a token: readable by its owner only.
-			return os.WriteFile(out, b, 0o600)
+			return writeSecret(out, b)
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write (mode 0600); default standard output")
