@@ -266,18 +266,29 @@ func (netsOnly) Delete(context.Context, *schemas.Object) error { return nil }
 
 // A controller's partition consumers acknowledge runs of deliveries, as
 // the instances' do (decision 0108): they are made with the all-below
-// policy under names of their own, and the consumers an earlier version
-// read with (one acknowledgement each) are deleted when it reads.
+// policy under names of their own, which hold the credential's consumer
+// tag (decision 0122), and the consumers earlier versions read with (one
+// acknowledgement each, or names without the tag) are deleted when it
+// reads.
 func TestControllerConsumersAcknowledgeRuns(t *testing.T) {
 	a, creds := startApp(t, "nets", "Net.example.com")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	js := instanceJetStream(t, a)
-	old := events.ExplicitAckPartitionConsumer(events.ControllerConsumerPrefix+"nets", 0)
-	if _, err := js.CreateOrUpdateConsumer(ctx, events.StreamName, jetstream.ConsumerConfig{
-		Durable: old, AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: events.KindPartitionFilter(0, "Net.example.com"),
-	}); err != nil {
-		t.Fatal(err)
+	prefix, err := events.CredsConsumerPrefix(creds)
+	if err != nil || !strings.HasPrefix(prefix, events.ControllerConsumerPrefix+"nets_") {
+		t.Fatalf("consumer prefix %q, %v", prefix, err)
+	}
+	earlier := []string{
+		events.ExplicitAckPartitionConsumer(events.ControllerConsumerPrefix+"nets", 0),
+		events.PartitionConsumer(events.ControllerConsumerPrefix+"nets", 1),
+	}
+	for _, old := range earlier {
+		if _, err := js.CreateOrUpdateConsumer(ctx, events.StreamName, jetstream.ConsumerConfig{
+			Durable: old, AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: events.KindPartitionFilter(0, "Net.example.com"),
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	runNetsOnly(t, ctx, cancel, a.NATSURL(), creds)
 	c := &api.Client{BaseURL: a.URL()}
@@ -304,7 +315,7 @@ func TestControllerConsumersAcknowledgeRuns(t *testing.T) {
 	// exist, how many deliveries they made, and whether any is pending.
 	consumers := func() (found, delivered int, pending bool) {
 		for p := range a.Log().Partitions() {
-			cons, err := js.Consumer(ctx, events.StreamName, events.PartitionConsumer(events.ControllerConsumerPrefix+"nets", p))
+			cons, err := js.Consumer(ctx, events.StreamName, events.PartitionConsumer(prefix, p))
 			if errors.Is(err, jetstream.ErrConsumerNotFound) {
 				continue
 			}
@@ -333,8 +344,10 @@ func TestControllerConsumersAcknowledgeRuns(t *testing.T) {
 		found, _, _ := consumers()
 		return found == a.Log().Partitions()
 	})
-	if _, err := js.Consumer(ctx, events.StreamName, old); !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		t.Fatalf("the earlier consumer %s: %v, want it deleted", old, err)
+	for _, old := range earlier {
+		if _, err := js.Consumer(ctx, events.StreamName, old); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			t.Fatalf("the earlier consumer %s: %v, want it deleted", old, err)
+		}
 	}
 	_, before, _ := consumers()
 	applyNets(n, 2*n)
