@@ -39,7 +39,9 @@ one; a running server disconnects it within a second.
 Roles:
   subscriber  read the log (JP_EVENTS), the state and snapshot buckets and pod
               logs through consumers it creates; publish no event, write no
-              bucket, delete or change nothing
+              bucket, delete or change nothing, list no consumers (name
+              yours starting with the file's consumer-prefix: no other
+              credential can find them)
   node        the node agent of node NAME: heartbeat in JP_NODES under NAME,
               watch NAME's keys in JP_NODEWORK, publish on jp.node.NAME.>
               (status requests and logs), read images; nothing else

@@ -393,3 +393,42 @@ func runNetsOnly(t *testing.T, ctx context.Context, cancel context.CancelFunc, u
 		}
 	})
 }
+
+// A controller whose credential file is from before consumer tags (no
+// consumer-prefix line) keeps running, on the untagged names its
+// credential still acknowledges on (decision 0122).
+func TestControllerWithACredentialFromBeforeTags(t *testing.T) {
+	a, creds := startApp(t, "nets", "Net.example.com")
+	data, err := os.ReadFile(creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, events.ConsumerPrefixComment) {
+			kept = append(kept, line)
+		}
+	}
+	if err := os.WriteFile(creds, []byte(strings.Join(kept, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runNetsOnly(t, ctx, cancel, a.NATSURL(), creds)
+	c := &api.Client{BaseURL: a.URL()}
+	if _, err := c.Apply(ctx, "net.yaml", []byte("apiVersion: example.com/v1\nkind: Net\nmetadata: {name: n0, namespace: infra}\nspec: {cidr: 10.0.0.0/16}\n"), ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the Net Ready", func() bool {
+		return reconcilers.IsReady(a.Store().Get(projections.Key{Kind: "Net.example.com", Namespace: "infra", Name: "n0"}))
+	})
+	js := instanceJetStream(t, a)
+	waitFor(t, "its untagged consumers", func() bool {
+		for p := range a.Log().Partitions() {
+			if _, err := js.Consumer(ctx, events.StreamName, events.PartitionConsumer(events.ControllerConsumers("nets", ""), p)); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+}
