@@ -195,7 +195,8 @@ func SubscriberPermissions(name string) *server.Permissions {
 }
 
 // ControllerPermissions lets controller name read what a subscriber reads,
-// run its own partition consumers on the log (and unpin them), keep its
+// run its own partition consumers on the log (and unpin them, and no
+// other consumer), keep its
 // members bucket (events.ControllerBucket) and send write requests on its
 // own events.ControllerSubject. It cannot publish an event, write another
 // bucket, or touch the instances' consumers. On the log it acknowledges
@@ -221,14 +222,16 @@ func ControllerPermissions(name, tag string) *server.Permissions {
 		pub = append(pub,
 			"$JS.ACK."+events.StreamName+"."+events.PartitionConsumer(legacy, p)+".>",
 			"$JS.ACK."+events.StreamName+"."+events.ExplicitAckPartitionConsumer(legacy, p)+".>")
+		// It unpins (hands a partition over) only its own consumers too.
+		pub = append(pub, "$JS.API.CONSUMER.UNPIN."+events.StreamName+"."+events.PartitionConsumer(legacy, p))
 		if tag != "" {
-			pub = append(pub, "$JS.ACK."+events.StreamName+"."+events.PartitionConsumer(events.ControllerConsumers(name, tag), p)+".>")
+			own := events.PartitionConsumer(events.ControllerConsumers(name, tag), p)
+			pub = append(pub, "$JS.ACK."+events.StreamName+"."+own+".>", "$JS.API.CONSUMER.UNPIN."+events.StreamName+"."+own)
 		}
 	}
 	kv := "KV_" + events.ControllerBucket(name)
 	pub = append(pub,
 		events.ControllerSubject(name),
-		"$JS.API.CONSUMER.UNPIN."+events.StreamName+".*",
 		// its projection's reads delete their consumers when they end
 		"$JS.API.CONSUMER.DELETE."+events.StreamName+".*",
 		"$JS.API.STREAM.CREATE."+kv,

@@ -25,7 +25,7 @@ func matches(pattern, subject string) bool {
 	return len(p) == len(s)
 }
 
-// A controller acknowledges on its own partition consumers, under their
+// A controller acknowledges on (and unpins) its own partition consumers, under their
 // names with its tag (decision 0122), since decision 0108 and before it
 // (a controller built against an earlier jetplane), and on no other
 // consumer of the log, another controller's tagged ones included.
@@ -37,6 +37,7 @@ func TestControllerAcknowledgesOnlyItsOwnConsumers(t *testing.T) {
 		return allowed && !denied
 	}
 	ack := func(consumer string) string { return "$JS.ACK." + events.StreamName + "." + consumer + ".1.9.9.1.0" }
+	unpin := func(consumer string) string { return "$JS.API.CONSUMER.UNPIN." + events.StreamName + "." + consumer }
 	for _, c := range []string{
 		events.PartitionConsumer(events.ControllerConsumers("nets", "tagofnets"), 3),
 		events.PartitionConsumer(events.ControllerConsumerPrefix+"nets", 3),
@@ -44,6 +45,9 @@ func TestControllerAcknowledgesOnlyItsOwnConsumers(t *testing.T) {
 	} {
 		if !may(ack(c)) {
 			t.Errorf("controller nets may not acknowledge on its own consumer %s", c)
+		}
+		if !strings.HasSuffix(c, "-3") && !may(unpin(c)) {
+			t.Errorf("controller nets may not unpin its own consumer %s", c)
 		}
 	}
 	for _, c := range []string{
@@ -56,6 +60,9 @@ func TestControllerAcknowledgesOnlyItsOwnConsumers(t *testing.T) {
 	} {
 		if may(ack(c)) {
 			t.Errorf("controller nets may acknowledge on %s", c)
+		}
+		if may(unpin(c)) {
+			t.Errorf("controller nets may unpin %s", c)
 		}
 	}
 }

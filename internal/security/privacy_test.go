@@ -93,8 +93,8 @@ func consumersOf(t *testing.T, js jetstream.JetStream, prefix string) map[string
 // information, pulling its next delivery, creating it again with another
 // filter, deleting it, unpinning it and acknowledging on it. None of it
 // reaches a victim: the listings are refused, the names they can form
-// are not the victims' consumers, a controller acknowledges on no
-// consumer but its own (even one whose name it was told), and afterwards
+// are not the victims' consumers, a controller acknowledges on and
+// unpins no consumer but its own (even one whose name it was told), and afterwards
 // the victims' consumers are as they were and the controller still runs
 // every change of its kind.
 func TestOutsideCredentialsCannotReachOthersConsumers(t *testing.T) {
@@ -222,14 +222,18 @@ func TestOutsideCredentialsCannotReachOthersConsumers(t *testing.T) {
 				})
 			}
 			if attacker.name == "controller" {
-				// Even told the names, a controller acknowledges on no
-				// consumer but its own.
+				// Even told the names, a controller acknowledges on and
+				// unpins no consumer but its own.
 				for _, name := range victimNames {
-					subj := "$JS.ACK." + events.StreamName + "." + name + ".1.9.9.1.0"
-					if err := nc.Publish(subj, nil); err != nil {
-						t.Fatal(err)
+					for _, subj := range []string{
+						"$JS.ACK." + events.StreamName + "." + name + ".1.9.9.1.0",
+						"$JS.API.CONSUMER.UNPIN." + events.StreamName + "." + name,
+					} {
+						if err := nc.Publish(subj, []byte(`{"group":"jp"}`)); err != nil {
+							t.Fatal(err)
+						}
+						v.waitFor(t, subj)
 					}
-					v.waitFor(t, subj)
 				}
 			}
 			_ = nc.Flush()
