@@ -80,10 +80,7 @@ func InboxPrefix(role Role, name string) string {
 
 // PermissionsOf is credential c's permission set.
 func PermissionsOf(c Cred) (*server.Permissions, error) {
-	if c.Role == RoleController {
-		if c.Name == "" {
-			return nil, fmt.Errorf("controller credentials need a name")
-		}
+	if c.Role == RoleController && c.Name != "" {
 		return ControllerPermissions(c.Name, c.Tag), nil
 	}
 	return Permissions(c.Role, c.Name)
@@ -196,10 +193,10 @@ func SubscriberPermissions(name string) *server.Permissions {
 
 // ControllerPermissions lets controller name read what a subscriber reads,
 // run its own partition consumers on the log (and unpin them, and no
-// other consumer), keep its
-// members bucket (events.ControllerBucket) and send write requests on its
-// own events.ControllerSubject. It cannot publish an event, write another
-// bucket, or touch the instances' consumers. On the log it acknowledges
+// other consumer), keep its members bucket (events.ControllerBucket) and
+// send write requests on its own events.ControllerSubject. It cannot
+// publish an event, write another bucket, or touch the instances'
+// consumers. On the log it acknowledges
 // only on its own partition consumers (its reads of the log acknowledge
 // nothing): an acknowledgement of a consumer that acknowledges runs
 // covers every delivery below it, so another credential's would drop a
@@ -223,7 +220,9 @@ func ControllerPermissions(name, tag string) *server.Permissions {
 			"$JS.ACK."+events.StreamName+"."+events.PartitionConsumer(legacy, p)+".>",
 			"$JS.ACK."+events.StreamName+"."+events.ExplicitAckPartitionConsumer(legacy, p)+".>")
 		// It unpins (hands a partition over) only its own consumers too.
-		pub = append(pub, "$JS.API.CONSUMER.UNPIN."+events.StreamName+"."+events.PartitionConsumer(legacy, p))
+		pub = append(pub,
+			"$JS.API.CONSUMER.UNPIN."+events.StreamName+"."+events.PartitionConsumer(legacy, p),
+			"$JS.API.CONSUMER.UNPIN."+events.StreamName+"."+events.ExplicitAckPartitionConsumer(legacy, p))
 		if tag != "" {
 			own := events.PartitionConsumer(events.ControllerConsumers(name, tag), p)
 			pub = append(pub, "$JS.ACK."+events.StreamName+"."+own+".>", "$JS.API.CONSUMER.UNPIN."+events.StreamName+"."+own)
