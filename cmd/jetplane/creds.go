@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/events/auth"
 )
 
@@ -87,6 +88,9 @@ Connect with the NKey seed in the file and the inbox prefix its comment names:
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: the %s credential %q (mode 0600; it is a secret)\n", out, role, args[0])
+			if p, err := events.CredsConsumerPrefix(out); err == nil && p != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "its consumers' names start with %s: no other credential can find them\n", p)
+			}
 			return nil
 		},
 	}
