@@ -55,6 +55,28 @@ func Connect(o ConnectOptions) (*nats.Conn, error) {
 	return nc, nil
 }
 
+// ConsumerPrefixComment starts the comment line of a creds file that says
+// what its consumers' names start with (auth.ConsumerPrefix).
+const ConsumerPrefixComment = "# consumer-prefix: "
+
+// CredsConsumerPrefix is what the names of the consumers of the credential
+// in the creds file at path start with, as its comment says; "" for a
+// file without one (a credential issued before consumer tags, decision
+// 0122).
+func CredsConsumerPrefix(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("nats credentials: %w", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if p, ok := strings.CutPrefix(sc.Text(), ConsumerPrefixComment); ok {
+			return strings.TrimSpace(p), nil
+		}
+	}
+	return "", nil
+}
+
 // CredsOptions are the nats.go options that connect with the credentials
 // file at path: a NATS JWT credentials file, or an NKey seed file such as
 // `jetplane creds create` writes, whose "# inbox-prefix:" comment names

@@ -28,9 +28,24 @@ const (
 	// instances and from other controllers.
 	ControllerBucketPrefix = "JP_CTL_"
 	// ControllerConsumerPrefix starts the names of a controller's
-	// partition consumers on the log: ControllerConsumerPrefix+name_p (PartitionConsumer).
+	// partition consumers on the log: ControllerConsumers(name, tag)_p
+	// (PartitionConsumer).
 	ControllerConsumerPrefix = "jp-ctl-"
 )
+
+// ControllerConsumers prefixes the names of controller name's partition
+// consumers on the log (PartitionConsumer), for a credential with consumer
+// tag tag: jp-ctl-NAME_TAG. The tag is random and no outside credential
+// may list consumers, so no other credential can name them (decision
+// 0122). A credential issued before tags (tag "") has the earlier,
+// guessable prefix jp-ctl-NAME. The underscore, which no controller's
+// name holds, keeps one controller's names apart from another's.
+func ControllerConsumers(name, tag string) string {
+	if tag == "" {
+		return ControllerConsumerPrefix + name
+	}
+	return ControllerConsumerPrefix + name + "_" + tag
+}
 
 // ControllerSubject is the subject controller name sends its writes on.
 func ControllerSubject(name string) string { return ControllerPrefix + "." + name + ".write" }

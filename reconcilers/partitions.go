@@ -354,7 +354,7 @@ func (ps *partitions) hold(stopping, ctx context.Context, p int, members Members
 		err := rt.cfg.Log.Consume(ctx, events.ConsumerOptions{
 			Name: consumer, Filter: events.PartitionFilter(p), Filters: ps.kindFilters(p),
 			PriorityGroup: priorityGroup, PinnedTTL: rt.cfg.PinnedTTL,
-			AckAll: true, Replaces: []string{events.ExplicitAckPartitionConsumer(rt.cfg.Consumer, p)},
+			AckAll: true, Replaces: rt.replaced(p),
 			// Every key was enqueued at start (at take-over, or once a
 			// read that had delivered ended): a consumer the log lost
 			// with its server starts after it (decision 0109).
@@ -506,4 +506,14 @@ func (ps *partitions) held() []int {
 	}
 	slices.Sort(on)
 	return on
+}
+
+// replaced names the consumers partition p's consumer supersedes: its
+// name before decision 0108, and both names under each earlier prefix.
+func (rt *Runtime) replaced(p int) []string {
+	names := []string{events.ExplicitAckPartitionConsumer(rt.cfg.Consumer, p)}
+	for _, e := range rt.cfg.Earlier {
+		names = append(names, events.PartitionConsumer(e, p), events.ExplicitAckPartitionConsumer(e, p))
+	}
+	return names
 }

@@ -93,6 +93,12 @@ type Config struct {
 	// events.PartitionConsumer(Consumer, partition) (default prefix
 	// "jp-reconcilers").
 	Consumer string
+	// Earlier lists prefixes the same durable consumers had before
+	// (Consumer changed): a partition's consumers under them, in both
+	// forms (events.PartitionConsumer, events.ExplicitAckPartitionConsumer),
+	// are deleted when the partition is read, as the one of the earlier
+	// form under Consumer is.
+	Earlier []string
 	// Members tunes membership: how fast a dead instance's partitions move
 	// to the live ones.
 	Members events.MemberOptions

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/events/auth"
 )
 
@@ -39,7 +40,9 @@ one; a running server disconnects it within a second.
 Roles:
   subscriber  read the log (JP_EVENTS), the state and snapshot buckets and pod
               logs through consumers it creates; publish no event, write no
-              bucket, delete or change nothing
+              bucket, delete or change nothing, list no consumers (name
+              yours starting with the file's consumer-prefix: no other
+              credential can find them)
   node        the node agent of node NAME: heartbeat in JP_NODES under NAME,
               watch NAME's keys in JP_NODEWORK, publish on jp.node.NAME.>
               (status requests and logs), read images; nothing else
@@ -85,6 +88,9 @@ Connect with the NKey seed in the file and the inbox prefix its comment names:
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: the %s credential %q (mode 0600; it is a secret)\n", out, role, args[0])
+			if p, err := events.CredsConsumerPrefix(out); err == nil && p != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "its consumers' names start with %s: no other credential can find them\n", p)
+			}
 			return nil
 		},
 	}

@@ -77,7 +77,7 @@ func TestSecurityThroughTheCLI(t *testing.T) {
 	}
 
 	creds := filepath.Join(t.TempDir(), "audit.creds")
-	if out, err := exec.Command(bin, "creds", "create", "--data", dir, "--role", "subscriber", "audit", "-o", creds).CombinedOutput(); err != nil {
+	if out, err := exec.Command(bin, "creds", "create", "--data", dir, "--role", "subscriber", "audit", "-o", creds).CombinedOutput(); err != nil || !strings.Contains(string(out), "consumers' names start with audit_") {
 		t.Fatalf("creds create: %v\n%s", err, out)
 	}
 	if fi, err := os.Stat(creds); err != nil || fi.Mode().Perm() != 0o600 {

@@ -78,8 +78,16 @@ func InboxPrefix(role Role, name string) string {
 	return "_INBOX"
 }
 
+// PermissionsOf is credential c's permission set.
+func PermissionsOf(c Cred) (*server.Permissions, error) {
+	if c.Role == RoleController && c.Name != "" {
+		return ControllerPermissions(c.Name, c.Tag), nil
+	}
+	return Permissions(c.Role, c.Name)
+}
+
 // Permissions is role's permission set for the credential called name
-// (the node's name for RoleNode).
+// (the node's name for RoleNode), issued without a consumer tag.
 func Permissions(role Role, name string) (*server.Permissions, error) {
 	switch role {
 	case RoleInstance:
@@ -98,7 +106,7 @@ func Permissions(role Role, name string) (*server.Permissions, error) {
 		if name == "" {
 			return nil, fmt.Errorf("controller credentials need a name")
 		}
-		return ControllerPermissions(name), nil
+		return ControllerPermissions(name, ""), nil
 	}
 	return nil, fmt.Errorf("role %q: not one of instance, node, subscriber, controller", role)
 }
@@ -156,7 +164,10 @@ func NodePermissions(node string) *server.Permissions {
 // SubscriberPermissions lets a subscriber read the log, the state and
 // snapshot buckets and the pod logs, through consumers it creates. It
 // cannot publish an event (jp.in.>, jp.ev.>), write a bucket, or change,
-// delete or purge a stream or a consumer.
+// delete or purge a stream or a consumer. It cannot list the consumers
+// of a stream (CONSUMER.NAMES, CONSUMER.LIST): a consumer is reached by
+// its name, and the names of other credentials' consumers, which hold
+// their random tags (ConsumerPrefix), cannot be found (decision 0122).
 func SubscriberPermissions(name string) *server.Permissions {
 	pub := []string{"$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST"}
 	for _, s := range readStreams {
@@ -166,8 +177,6 @@ func SubscriberPermissions(name string) *server.Permissions {
 			"$JS.API.CONSUMER.CREATE."+s+".>",
 			"$JS.API.CONSUMER.DURABLE.CREATE."+s+".*",
 			"$JS.API.CONSUMER.INFO."+s+".*",
-			"$JS.API.CONSUMER.NAMES."+s,
-			"$JS.API.CONSUMER.LIST."+s,
 			"$JS.API.CONSUMER.MSG.NEXT."+s+".*",
 			"$JS.API.DIRECT.GET."+s,
 			"$JS.API.DIRECT.GET."+s+".>",
@@ -183,31 +192,45 @@ func SubscriberPermissions(name string) *server.Permissions {
 }
 
 // ControllerPermissions lets controller name read what a subscriber reads,
-// run its own partition consumers on the log (and unpin them), keep its
-// members bucket (events.ControllerBucket) and send write requests on its
-// own events.ControllerSubject. It cannot publish an event, write another
-// bucket, or touch the instances' consumers. On the log it acknowledges
+// run its own partition consumers on the log (and unpin them, and no
+// other consumer), keep its members bucket (events.ControllerBucket) and
+// send write requests on its own events.ControllerSubject. It cannot
+// publish an event, write another bucket, or touch the instances'
+// consumers. On the log it acknowledges
 // only on its own partition consumers (its reads of the log acknowledge
 // nothing): an acknowledgement of a consumer that acknowledges runs
 // covers every delivery below it, so another credential's would drop a
 // run of this controller's triggers. What a write request may carry
-// (status and finalization of its kinds) the instances check.
-func ControllerPermissions(name string) *server.Permissions {
+// (status and finalization of its kinds) the instances check. Its
+// partition consumers' names hold its consumer tag (decision 0122,
+// events.ControllerConsumers), which no other credential can find: like a
+// subscriber, it lists no consumers.
+func ControllerPermissions(name, tag string) *server.Permissions {
 	sub := SubscriberPermissions(name)
 	logAcks := "$JS.ACK." + events.StreamName + ".>"
 	pub := slices.DeleteFunc(slices.Clone(sub.Publish.Allow), func(s string) bool { return s == logAcks })
+	legacy := events.ControllerConsumers(name, "")
 	for p := range events.MaxPartitions {
 		// Its consumers, and their names before decision 0108, which a
 		// controller built against an earlier jetplane still reads (with
-		// one acknowledgement per delivery) until it is rebuilt.
+		// one acknowledgement per delivery) until it is rebuilt; and the
+		// names without its tag, which a controller built before
+		// decision 0122 reads with (it cannot read its tag).
 		pub = append(pub,
-			"$JS.ACK."+events.StreamName+"."+events.PartitionConsumer(events.ControllerConsumerPrefix+name, p)+".>",
-			"$JS.ACK."+events.StreamName+"."+events.ExplicitAckPartitionConsumer(events.ControllerConsumerPrefix+name, p)+".>")
+			"$JS.ACK."+events.StreamName+"."+events.PartitionConsumer(legacy, p)+".>",
+			"$JS.ACK."+events.StreamName+"."+events.ExplicitAckPartitionConsumer(legacy, p)+".>")
+		// It unpins (hands a partition over) only its own consumers too.
+		pub = append(pub,
+			"$JS.API.CONSUMER.UNPIN."+events.StreamName+"."+events.PartitionConsumer(legacy, p),
+			"$JS.API.CONSUMER.UNPIN."+events.StreamName+"."+events.ExplicitAckPartitionConsumer(legacy, p))
+		if tag != "" {
+			own := events.PartitionConsumer(events.ControllerConsumers(name, tag), p)
+			pub = append(pub, "$JS.ACK."+events.StreamName+"."+own+".>", "$JS.API.CONSUMER.UNPIN."+events.StreamName+"."+own)
+		}
 	}
 	kv := "KV_" + events.ControllerBucket(name)
 	pub = append(pub,
 		events.ControllerSubject(name),
-		"$JS.API.CONSUMER.UNPIN."+events.StreamName+".*",
 		// its projection's reads delete their consumers when they end
 		"$JS.API.CONSUMER.DELETE."+events.StreamName+".*",
 		// Not STREAM.CREATE or UPDATE: a stream's configuration could

@@ -42,6 +42,10 @@ type Cred struct {
 	Revoked *time.Time `json:"revoked,omitempty"`
 	// Kinds are the kinds a controller credential runs (RoleController).
 	Kinds []string `json:"kinds,omitempty"`
+	// Tag is a subscriber's or controller's consumer tag, random, in its
+	// consumers' names (ConsumerPrefix); empty for one issued before
+	// tags (decision 0122).
+	Tag string `json:"tag,omitempty"`
 }
 
 type usersFile struct {
@@ -83,7 +87,7 @@ func Open(dir string) (*Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		data, err := encode(kp, RoleInstance, "jetplane")
+		data, err := encode(kp, RoleInstance, "jetplane", "")
 		if err != nil {
 			return nil, err
 		}
@@ -147,7 +151,13 @@ func (s *Store) CreateWithKinds(role Role, name string, kinds []string) ([]byte,
 	if err != nil {
 		return nil, err
 	}
-	data, err := encode(kp, role, name)
+	var tag string
+	if role == RoleSubscriber || role == RoleController {
+		if tag, err = newTag(); err != nil {
+			return nil, err
+		}
+	}
+	data, err := encode(kp, role, name, tag)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +172,7 @@ func (s *Store) CreateWithKinds(role Role, name string, kinds []string) ([]byte,
 				}
 			}
 		}
-		u.Users = append(u.Users, Cred{Name: name, Role: role, Key: pub, Created: time.Now().UTC(), Kinds: slices.Clone(kinds)})
+		u.Users = append(u.Users, Cred{Name: name, Role: role, Key: pub, Created: time.Now().UTC(), Kinds: slices.Clone(kinds), Tag: tag})
 		return nil
 	})
 	if err != nil {
@@ -220,7 +230,7 @@ func (s *Store) Users() ([]*server.NkeyUser, error) {
 		if c.Revoked != nil {
 			continue
 		}
-		p, err := Permissions(c.Role, c.Name)
+		p, err := PermissionsOf(c)
 		if err != nil {
 			return nil, fmt.Errorf("credentials: %s: %w", c.Name, err)
 		}

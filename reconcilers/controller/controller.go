@@ -133,9 +133,17 @@ func Run(ctx context.Context, cfg Config, c Controller) error {
 	if err != nil {
 		return err
 	}
+	consumer, earlier, err := consumerPrefix(cfg.Creds, name)
+	if err != nil {
+		return err
+	}
+	if earlier == nil {
+		cfg.Logger.Warn("controller credential issued before consumer tags: another credential could find and read this controller's consumers on the log; issue it again (jetplane creds revoke "+name+", then jetplane creds create --role controller --kinds ... "+name+")",
+			"controller", name, "creds", cfg.Creds)
+	}
 	rt, err := reconcilers.New(reconcilers.Config{
 		Log: log, State: store, Reconcilers: []reconcilers.Reconciler{adapter{c}},
-		Instance: name + "/" + cfg.Instance, Consumer: events.ControllerConsumerPrefix + name, OwnKindsOnly: true,
+		Instance: name + "/" + cfg.Instance, Consumer: consumer, Earlier: earlier, OwnKindsOnly: true,
 		Queue: cfg.Queue, Grace: cfg.Grace, Members: cfg.Members, Logger: cfg.Logger.With("controller", name),
 	})
 	if err != nil {
@@ -182,6 +190,26 @@ func credName(path string) (string, error) {
 		return strings.TrimSpace(name), nil
 	}
 	return "", fmt.Errorf("controller credential %s: not a file of jetplane creds create --role controller", path)
+}
+
+// consumerPrefix is the prefix of the controller's partition consumers,
+// as its creds file says (decision 0122), and the earlier prefix whose
+// consumers they replace; a file of a credential issued before consumer
+// tags says none, and its consumers keep their earlier names (earlier is
+// nil then).
+func consumerPrefix(path, name string) (prefix string, earlier []string, err error) {
+	p, err := events.CredsConsumerPrefix(path)
+	if err != nil {
+		return "", nil, fmt.Errorf("controller credential: %w", err)
+	}
+	legacy := events.ControllerConsumers(name, "")
+	if p == "" {
+		return legacy, nil, nil
+	}
+	if !strings.HasPrefix(p, legacy+"_") {
+		return "", nil, fmt.Errorf("controller credential %s: consumer prefix %q is not controller %s's; make one with jetplane creds create --role controller --kinds KIND NAME", path, p, name)
+	}
+	return p, []string{legacy}, nil
 }
 
 // adapter runs a Controller as a reconcilers.Reconciler.

@@ -266,18 +266,29 @@ func (netsOnly) Delete(context.Context, *schemas.Object) error { return nil }
 
 // A controller's partition consumers acknowledge runs of deliveries, as
 // the instances' do (decision 0108): they are made with the all-below
-// policy under names of their own, and the consumers an earlier version
-// read with (one acknowledgement each) are deleted when it reads.
+// policy under names of their own, which hold the credential's consumer
+// tag (decision 0122), and the consumers earlier versions read with (one
+// acknowledgement each, or names without the tag) are deleted when it
+// reads.
 func TestControllerConsumersAcknowledgeRuns(t *testing.T) {
 	a, creds := startApp(t, "nets", "Net.example.com")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	js := instanceJetStream(t, a)
-	old := events.ExplicitAckPartitionConsumer(events.ControllerConsumerPrefix+"nets", 0)
-	if _, err := js.CreateOrUpdateConsumer(ctx, events.StreamName, jetstream.ConsumerConfig{
-		Durable: old, AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: events.KindPartitionFilter(0, "Net.example.com"),
-	}); err != nil {
-		t.Fatal(err)
+	prefix, err := events.CredsConsumerPrefix(creds)
+	if err != nil || !strings.HasPrefix(prefix, events.ControllerConsumerPrefix+"nets_") {
+		t.Fatalf("consumer prefix %q, %v", prefix, err)
+	}
+	earlier := []string{
+		events.ExplicitAckPartitionConsumer(events.ControllerConsumerPrefix+"nets", 0),
+		events.PartitionConsumer(events.ControllerConsumerPrefix+"nets", 1),
+	}
+	for _, old := range earlier {
+		if _, err := js.CreateOrUpdateConsumer(ctx, events.StreamName, jetstream.ConsumerConfig{
+			Durable: old, AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: events.KindPartitionFilter(0, "Net.example.com"),
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	runNetsOnly(t, ctx, cancel, a.NATSURL(), creds)
 	c := &api.Client{BaseURL: a.URL()}
@@ -304,7 +315,7 @@ func TestControllerConsumersAcknowledgeRuns(t *testing.T) {
 	// exist, how many deliveries they made, and whether any is pending.
 	consumers := func() (found, delivered int, pending bool) {
 		for p := range a.Log().Partitions() {
-			cons, err := js.Consumer(ctx, events.StreamName, events.PartitionConsumer(events.ControllerConsumerPrefix+"nets", p))
+			cons, err := js.Consumer(ctx, events.StreamName, events.PartitionConsumer(prefix, p))
 			if errors.Is(err, jetstream.ErrConsumerNotFound) {
 				continue
 			}
@@ -333,8 +344,10 @@ func TestControllerConsumersAcknowledgeRuns(t *testing.T) {
 		found, _, _ := consumers()
 		return found == a.Log().Partitions()
 	})
-	if _, err := js.Consumer(ctx, events.StreamName, old); !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		t.Fatalf("the earlier consumer %s: %v, want it deleted", old, err)
+	for _, old := range earlier {
+		if _, err := js.Consumer(ctx, events.StreamName, old); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			t.Fatalf("the earlier consumer %s: %v, want it deleted", old, err)
+		}
 	}
 	_, before, _ := consumers()
 	applyNets(n, 2*n)
@@ -378,5 +391,44 @@ func runNetsOnly(t *testing.T, ctx context.Context, cancel context.CancelFunc, u
 		if err := <-done; err != nil {
 			t.Errorf("controller: %v", err)
 		}
+	})
+}
+
+// A controller whose credential file is from before consumer tags (no
+// consumer-prefix line) keeps running, on the untagged names its
+// credential still acknowledges on (decision 0122).
+func TestControllerWithACredentialFromBeforeTags(t *testing.T) {
+	a, creds := startApp(t, "nets", "Net.example.com")
+	data, err := os.ReadFile(creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, events.ConsumerPrefixComment) {
+			kept = append(kept, line)
+		}
+	}
+	if err := os.WriteFile(creds, []byte(strings.Join(kept, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runNetsOnly(t, ctx, cancel, a.NATSURL(), creds)
+	c := &api.Client{BaseURL: a.URL()}
+	if _, err := c.Apply(ctx, "net.yaml", []byte("apiVersion: example.com/v1\nkind: Net\nmetadata: {name: n0, namespace: infra}\nspec: {cidr: 10.0.0.0/16}\n"), ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the Net Ready", func() bool {
+		return reconcilers.IsReady(a.Store().Get(projections.Key{Kind: "Net.example.com", Namespace: "infra", Name: "n0"}))
+	})
+	js := instanceJetStream(t, a)
+	waitFor(t, "its untagged consumers", func() bool {
+		for p := range a.Log().Partitions() {
+			if _, err := js.Consumer(ctx, events.StreamName, events.PartitionConsumer(events.ControllerConsumers("nets", ""), p)); err != nil {
+				return false
+			}
+		}
+		return true
 	})
 }
