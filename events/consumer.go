@@ -147,11 +147,11 @@ func (l *Log) Consume(ctx context.Context, opts ConsumerOptions, fn func(Deliver
 	cons, err := l.ensureConsumer(cctx, cfg, opts.StartAfter)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("consumer %s: %w", opts.Name, err)
+		return fmt.Errorf("consumer %s: %w", ShownConsumer(opts.Name), err)
 	}
 	it, err := cons.Messages(pull...)
 	if err != nil {
-		return fmt.Errorf("consumer %s: %w", opts.Name, err)
+		return fmt.Errorf("consumer %s: %w", ShownConsumer(opts.Name), err)
 	}
 	defer it.Stop()
 	stop := context.AfterFunc(ctx, it.Stop)
@@ -162,11 +162,11 @@ func (l *Log) Consume(ctx context.Context, opts ConsumerOptions, fn func(Deliver
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("consumer %s: %w", opts.Name, err)
+			return fmt.Errorf("consumer %s: %w", ShownConsumer(opts.Name), err)
 		}
 		meta, err := msg.Metadata()
 		if err != nil {
-			return fmt.Errorf("consumer %s: %w", opts.Name, err)
+			return fmt.Errorf("consumer %s: %w", ShownConsumer(opts.Name), err)
 		}
 		fn(Delivery{Message: Message{Data: msg.Data(), Sequence: meta.Sequence.Stream, Pending: meta.NumPending, Subject: msg.Subject()}, msg: msg})
 	}
@@ -209,7 +209,7 @@ func (l *Log) ensureConsumer(ctx context.Context, cfg jetstream.ConsumerConfig, 
 func (l *Log) Unpin(ctx context.Context, consumer, group string) error {
 	err := l.stream.UnpinConsumer(ctx, consumer, group)
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("unpin consumer %s: %w", consumer, err)
+		return fmt.Errorf("unpin consumer %s: %w", ShownConsumer(consumer), err)
 	}
 	return nil
 }

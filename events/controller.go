@@ -33,6 +33,32 @@ const (
 	ControllerConsumerPrefix = "jp-ctl-"
 )
 
+// ShownConsumer is consumer's name as errors and logs show it: with any
+// consumer tag (a part between underscores of 16 characters of
+// lower-case base32) cut out, since the tag is what keeps the consumer
+// from other credentials and logs may be read by them (a pod's logs).
+func ShownConsumer(name string) string {
+	parts := strings.Split(name, "_")
+	for i, p := range parts {
+		if i > 0 && isTag(p) {
+			parts[i] = "…"
+		}
+	}
+	return strings.Join(parts, "_")
+}
+
+func isTag(s string) bool {
+	if len(s) != 16 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < 'a' || c > 'z') && (c < '2' || c > '7') {
+			return false
+		}
+	}
+	return true
+}
+
 // ControllerConsumers prefixes the names of controller name's partition
 // consumers on the log (PartitionConsumer), for a credential with consumer
 // tag tag: jp-ctl-NAME_TAG. The tag is random and no outside credential
