@@ -156,6 +156,11 @@ func (s *Store) CreateWithKinds(role Role, name string, kinds []string) ([]byte,
 		if tag, err = newTag(); err != nil {
 			return nil, err
 		}
+		// JetStream names are at most 255 characters: leave room for
+		// the names the credential's consumers add to its prefix.
+		if p := ConsumerPrefix(role, name, tag); len(p) > MaxConsumerPrefix {
+			return nil, fmt.Errorf("name %q: its consumers' names would start with %d characters, more than %d; give a shorter name (as escaped in a subject, %q)", name, len(p), MaxConsumerPrefix, events.EscapeToken(name))
+		}
 	}
 	data, err := encode(kp, role, name, tag)
 	if err != nil {
@@ -384,6 +389,11 @@ func validControllerName(name string) error {
 
 // validName admits names that are one subject token after escaping, as
 // node names and DNS-1123 names are.
+// MaxConsumerPrefix is the longest a credential's consumer prefix
+// (ConsumerPrefix) may be: 200 of JetStream's 255 characters a name,
+// leaving 55 to the names its consumers add.
+const MaxConsumerPrefix = 200
+
 func validName(name string) error {
 	if name == "" || len(name) > 253 {
 		return fmt.Errorf("name %q: give 1 to 253 characters", name)

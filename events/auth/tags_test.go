@@ -30,3 +30,19 @@ func TestShownConsumerHidesTheTag(t *testing.T) {
 		}
 	}
 }
+
+// A subscriber whose consumers' names could not fit JetStream's 255
+// characters is refused when its credential is made, naming the fix.
+func TestSubscriberNameLeavesRoomForItsConsumers(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(RoleSubscriber, strings.Repeat("a", 180)); err != nil {
+		t.Fatalf("a name of 180 characters: %v", err)
+	}
+	_, err = s.Create(RoleSubscriber, strings.Repeat("é", 100))
+	if err == nil || !strings.Contains(err.Error(), "shorter name") {
+		t.Fatalf("a name escaped past the limit: %v", err)
+	}
+}
