@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -59,14 +61,30 @@ var trackedResults = newTrackedMemo(1024)
 // trackedKey is the memo's key for fm's update of live to next by
 // manager at now; "" when the objects are too large to keep.
 func trackedKey(fm *managedfields.FieldManager, manager string, now time.Time, live, next map[string]any) string {
-	b := bytes.NewBuffer(make([]byte, 0, 1024))
-	fmt.Fprintf(b, "%p\x00%q\x00%d\x00", fm, manager, now.Unix())
+	b := keyBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if b.Cap() <= 4*maxTrackedKey {
+			b.Reset()
+			keyBuffers.Put(b)
+		}
+	}()
+	// What fmt's "%p\x00%q\x00%d\x00" makes of fm, manager and the second.
+	b.WriteString("0x")
+	b.Write(strconv.AppendUint(b.AvailableBuffer(), uint64(reflect.ValueOf(fm).Pointer()), 16))
+	b.WriteByte(0)
+	b.Write(strconv.AppendQuote(b.AvailableBuffer(), manager))
+	b.WriteByte(0)
+	b.Write(strconv.AppendInt(b.AvailableBuffer(), now.Unix(), 10))
+	b.WriteByte(0)
 	shapePair(b, live, next, 0, "")
 	if b.Len() > maxTrackedKey {
 		return ""
 	}
 	return b.String()
 }
+
+// keyBuffers are trackedKey's buffers, kept between writes.
+var keyBuffers = sync.Pool{New: func() any { return bytes.NewBuffer(make([]byte, 0, 1024)) }}
 
 // verbatim reports whether the field at depth, named name under parent,
 // goes into the key whole: a top-level object's metadata.managedFields
@@ -204,7 +222,8 @@ func writeKeyJSON(b *bytes.Buffer, v any, present bool) {
 		b.WriteString("<absent>")
 		return
 	}
-	j, err := jsonvalue.Marshal(v)
+	// Encoded in place, in the buffer's free space.
+	j, err := jsonvalue.Append(b.AvailableBuffer(), v)
 	if err != nil {
 		fmt.Fprintf(b, "<%v>", err)
 		return

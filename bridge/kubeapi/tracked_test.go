@@ -2,6 +2,7 @@ package kubeapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/managedfields"
 )
 
 // TestTrackedMemo: field management through the memo gives what the field
@@ -159,6 +162,29 @@ func TestLiveViewIsLiveObject(t *testing.T) {
 			if after := jsonCopy(t, map[string]any{"o": m}); !reflect.DeepEqual(before, after) {
 				t.Errorf("%s: liveView changed the object it read", cur)
 			}
+		}
+	}
+}
+
+// trackedKey writes the field manager, the manager's name and the second
+// as fmt's "%p\x00%q\x00%d\x00" would, and the verbatim fields as their
+// JSON, whatever the buffer it reuses held before.
+func TestTrackedKeyPrefixAndVerbatim(t *testing.T) {
+	fm := new(managedfields.FieldManager)
+	now := time.Unix(1_700_000_000, 0)
+	mf := []any{map[string]any{"manager": "crbench \"x\"", "operation": "Update", "time": "2026-01-02T03:04:05Z"}}
+	live := map[string]any{"metadata": map[string]any{"name": "a", "managedFields": mf}}
+	next := map[string]any{"metadata": map[string]any{"name": "a", "managedFields": mf, "annotations": map[string]any{"k": "<v>"}}}
+	for range 3 {
+		key := trackedKey(fm, "crbench \"x\"\u2028", now, live, next)
+		want := fmt.Sprintf("%p\x00%q\x00%d\x00", fm, "crbench \"x\"\u2028", now.Unix())
+		if !strings.HasPrefix(key, want) {
+			t.Fatalf("key %q, want the prefix %q", key, want)
+		}
+		j, _ := json.Marshal(mf)
+		a, _ := json.Marshal(next["metadata"].(map[string]any)["annotations"])
+		if !strings.Contains(key, `"managedFields"V`+string(j)+string(j)) || !strings.Contains(key, `"annotations"V<absent>`+string(a)) {
+			t.Fatalf("key %q: want the managedFields %s twice and the annotations %s", key, j, a)
 		}
 	}
 }
