@@ -20,10 +20,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -239,7 +239,8 @@ func Compile(o *schemas.Object) (d *Definition, err error) {
 // Admit checks o, an object of the kind d defines, and returns it as it is
 // to be stored: pruned, defaulted and at the storage version. old is the
 // object stored now (nil when o is new); transition rules (oldSelf) see it.
-// Problems are Errors naming each field.
+// Problems are Errors naming each field. The object returned shares o's
+// metadata and status: neither is to be changed in place.
 func (d *Definition) Admit(o, old *schemas.Object) (_ *schemas.Object, err error) {
 	defer recoverInto(&err, "")
 	_, vname, _ := strings.Cut(o.GetApiVersion(), "/")
@@ -293,14 +294,17 @@ func (d *Definition) Admit(o, old *schemas.Object) (_ *schemas.Object, err error
 			defaulting.Default(u, sv.structural)
 		}
 	}
-	out := proto.CloneOf(o)
-	out.ApiVersion = d.Group + "/" + d.Storage
 	spec, _ := u["spec"].(map[string]any)
 	s, err := structpb.NewStruct(spec)
 	if err != nil {
 		return nil, Errors{{Field: "spec", Reason: err.Error()}}
 	}
-	out.Spec = s
+	// o's metadata and status as they are, shared: the spec is the only
+	// part replaced, and neither side changes the rest in place.
+	out := &schemas.Object{ApiVersion: d.Group + "/" + d.Storage, Kind: o.GetKind(), Metadata: o.GetMetadata(), Spec: s, Status: o.GetStatus()}
+	if unknown := o.ProtoReflect().GetUnknown(); len(unknown) > 0 {
+		out.ProtoReflect().SetUnknown(slices.Clone(unknown))
+	}
 	return out, nil
 }
 
