@@ -58,16 +58,10 @@ const maxTrackedKey = 8 << 10
 
 var trackedResults = newTrackedMemo(1024)
 
-// trackedKey is the memo's key for fm's update of live to next by
-// manager at now; "" when the objects are too large to keep.
-func trackedKey(fm *managedfields.FieldManager, manager string, now time.Time, live, next map[string]any) string {
-	b := keyBuffers.Get().(*bytes.Buffer)
-	defer func() {
-		if b.Cap() <= 4*maxTrackedKey {
-			b.Reset()
-			keyBuffers.Put(b)
-		}
-	}()
+// trackedKey writes into b the memo's key for fm's update of live to
+// next by manager at now, and returns it (b's bytes); nil when the
+// objects are too large to keep.
+func trackedKey(b *bytes.Buffer, fm *managedfields.FieldManager, manager string, now time.Time, live, next map[string]any) []byte {
 	// What fmt's "%p\x00%q\x00%d\x00" makes of fm, manager and the second.
 	b.WriteString("0x")
 	b.Write(strconv.AppendUint(b.AvailableBuffer(), uint64(reflect.ValueOf(fm).Pointer()), 16))
@@ -78,9 +72,20 @@ func trackedKey(fm *managedfields.FieldManager, manager string, now time.Time, l
 	b.WriteByte(0)
 	shapePair(b, live, next, 0, "")
 	if b.Len() > maxTrackedKey {
-		return ""
+		return nil
 	}
-	return b.String()
+	return b.Bytes()
+}
+
+// keyBuffer is a buffer for trackedKey, kept between writes; put it back
+// with putKeyBuffer once the key is no longer read.
+func keyBuffer() *bytes.Buffer { return keyBuffers.Get().(*bytes.Buffer) }
+
+func putKeyBuffer(b *bytes.Buffer) {
+	if b.Cap() <= 4*maxTrackedKey {
+		b.Reset()
+		keyBuffers.Put(b)
+	}
 }
 
 // keyBuffers are trackedKey's buffers, kept between writes.
@@ -128,7 +133,14 @@ func shapePair(b *bytes.Buffer, x, y any, depth int, name string) {
 		case verbatim(depth, name, k):
 			b.WriteByte('V')
 			writeKeyJSON(b, xv, inX)
-			writeKeyJSON(b, yv, inY)
+			if inX && inY && sameJSON(xv, yv) {
+				// The same value on both sides (a client sending back
+				// the managedFields it read): '=' where the second JSON
+				// would be, which no JSON text begins with.
+				b.WriteByte('=')
+			} else {
+				writeKeyJSON(b, yv, inY)
+			}
 		case inX && inY:
 			shapePair(b, xv, yv, depth+1, k)
 		case inX:
@@ -186,6 +198,39 @@ func shapeOne(b *bytes.Buffer, v any, depth int, name string) {
 		fmt.Fprintf(b, "%T", v)
 		writeKeyJSON(b, v, true)
 	}
+}
+
+// sameJSON reports whether x and y, values as JSON decodes them, are
+// equal (and so encode alike); false for values of other types.
+func sameJSON(x, y any) bool {
+	switch x := x.(type) {
+	case map[string]any:
+		y, ok := y.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, xv := range x {
+			yv, ok := y[k]
+			if !ok || !sameJSON(xv, yv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := y.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !sameJSON(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case string, bool, float64, nil:
+		return scalarEqual(x, y)
+	}
+	return false
 }
 
 func isScalar(v any) bool {
