@@ -90,8 +90,12 @@ func (g *Gate) authorizeStatus(p Principal, k projections.Key, cur *schemas.Obje
 		t.BoundTo = cur.GetSpec().GetFields()["nodeName"].GetStringValue()
 	}
 	t.Controller = g.cfg.Controller(k.Kind)
-	return t.Controller, authorizeEvent(p, statusEvent(k, &schemas.Status{}), t)
+	return t.Controller, authorizeEvent(p, anyStatusChange, t)
 }
+
+// anyStatusChange is a status change as authorizeEvent reads it (its type
+// and that it sets only a status), whatever its key: read-only.
+var anyStatusChange = statusEvent(projections.Key{}, &schemas.Status{})
 
 // StatusGrant is the gate's decision that a principal may record the
 // status of one version of an object (GrantStatus), carried to the write
