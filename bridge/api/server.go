@@ -195,9 +195,18 @@ func New(cfg Config) (*Server, error) {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if _, pattern := s.mux.Handler(r); pattern == "" {
+	h, pattern := s.mux.Handler(r)
+	if pattern == "" {
 		// No route: answer 404 or 405 in JSON like every other error.
 		s.noRoute(w, r)
+		return
+	}
+	if !strings.Contains(pattern, "{") {
+		// A pattern without wildcards binds no path values: the handler
+		// found is served as the mux would serve it, without matching
+		// the request a second time.
+		r.Pattern = pattern
+		h.ServeHTTP(w, r)
 		return
 	}
 	s.mux.ServeHTTP(w, r)

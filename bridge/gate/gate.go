@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jetplane/jetplane/bridge/seal"
@@ -390,10 +391,36 @@ func (g *Gate) applyOnce(ctx context.Context, p Principal, keys []projections.Ke
 	if err := g.cfg.State.WaitFor(ctx, last); err != nil {
 		return nil, fmt.Errorf("wait for the projection to reach %d: %w", last, err)
 	}
-	for _, i := range changed {
+	for j, i := range changed {
+		if len(entries) == 1 && !dup {
+			// The one entry written is at last.
+			outcomes[i].Object = g.stored(outcomes[i].Key, entries[j].Event, last)
+			continue
+		}
 		outcomes[i].Object = g.cfg.State.Get(outcomes[i].Key)
 	}
 	return outcomes, nil
+}
+
+// stored is the object at k as the projection holds it after the write
+// of ev (appended at seq): while k's last write is that one, its spec is
+// ev's own (the projection keeps an applied object's spec as the event
+// carried it), so only the rest is read; else what the projection holds.
+// The object returned shares ev's spec, read-only.
+func (g *Gate) stored(k projections.Key, ev *schemas.Event, seq uint64) *schemas.Object {
+	rs, ok := g.cfg.State.(records)
+	if !ok {
+		return g.cfg.State.Get(k)
+	}
+	r := rs.GetRecord(k)
+	if r == nil || r.GetMetadata().GetResourceVersion() != seq || ev.GetType() != schemas.EventType_EVENT_TYPE_APPLIED {
+		return projections.ObjectOf(r)
+	}
+	spec := ev.GetObject().GetSpec()
+	if spec == nil {
+		spec = new(structpb.Struct)
+	}
+	return &schemas.Object{ApiVersion: r.ApiVersion, Kind: r.Kind, Metadata: r.Metadata, Spec: spec, Status: r.Status}
 }
 
 // absentVersion is the version to expect when writing k, which the

@@ -323,9 +323,11 @@ func (s *Server) track(q *request, cur, m map[string]any) {
 	}
 	manager := managerName(q.r)
 	now := trackedNow()
-	key := trackedKey(fm, manager, now, live.Object, next.Object)
-	if key != "" {
-		if r, ok := trackedResults.get(key); ok && r.fm == fm {
+	kb := keyBuffer()
+	defer putKeyBuffer(kb)
+	key := trackedKey(kb, fm, manager, now, live.Object, next.Object)
+	if key != nil {
+		if r, ok := getByBytes(trackedResults, key); ok && r.fm == fm {
 			if r.ok {
 				// Shared: a write's managedFields are read, never
 				// changed (stored, shown, answered).
@@ -346,8 +348,8 @@ func (s *Server) track(q *request, cur, m map[string]any) {
 	// Kept only when the field manager's own time stamp fell in the
 	// key's second: one taken across a second's turn would give later
 	// writes of that second a time up to a second ahead.
-	if key != "" && trackedNow().Unix() == now.Unix() {
-		trackedResults.put(key, trackedResult{fm: fm, managedFields: copyResult(r.managedFields), ok: r.ok})
+	if key != nil && trackedNow().Unix() == now.Unix() {
+		trackedResults.put(string(key), trackedResult{fm: fm, managedFields: copyResult(r.managedFields), ok: r.ok})
 	}
 }
 

@@ -42,3 +42,14 @@ func (c *ringCache[K, V]) put(k K, v V) {
 	}
 	c.m[k] = v
 }
+
+// getByBytes is c.get(string(k)) without making the string.
+func getByBytes[V any](c *ringCache[string, V], k []byte) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[string(k)]
+	if ok {
+		c.hits++
+	}
+	return v, ok
+}

@@ -177,7 +177,9 @@ func (s *Server) status(w http.ResponseWriter, q *request) error {
 	}
 	// Whether the caller may record this status is decided before its
 	// body is read: a refusal tells nothing of versions or patches.
-	if err := s.cfg.Gate.AuthorizeStatus(q.caller.Principal, q.key(), cur); err != nil {
+	// The decision is carried to the write (gate.StatusGrant).
+	grant, err := s.cfg.Gate.GrantStatus(q.caller.Principal, q.key(), cur)
+	if err != nil {
 		return s.gateError(q, err)
 	}
 	var typed any
@@ -218,7 +220,7 @@ func (s *Server) status(w http.ResponseWriter, q *request) error {
 		return writeJSON(w, http.StatusOK, obj)
 	}
 	version, _ := strconv.ParseUint(rv, 10, 64)
-	o, err := s.cfg.Gate.WriteStatus(q.r.Context(), q.caller.Principal, q.key(), next, version)
+	o, err := s.cfg.Gate.WriteGrantedStatus(q.r.Context(), grant, next, version)
 	if err != nil {
 		return s.gateError(q, err)
 	}

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -56,17 +58,38 @@ const maxTrackedKey = 8 << 10
 
 var trackedResults = newTrackedMemo(1024)
 
-// trackedKey is the memo's key for fm's update of live to next by
-// manager at now; "" when the objects are too large to keep.
-func trackedKey(fm *managedfields.FieldManager, manager string, now time.Time, live, next map[string]any) string {
-	b := bytes.NewBuffer(make([]byte, 0, 1024))
-	fmt.Fprintf(b, "%p\x00%q\x00%d\x00", fm, manager, now.Unix())
+// trackedKey writes into b the memo's key for fm's update of live to
+// next by manager at now, and returns it (b's bytes); nil when the
+// objects are too large to keep.
+func trackedKey(b *bytes.Buffer, fm *managedfields.FieldManager, manager string, now time.Time, live, next map[string]any) []byte {
+	// What fmt's "%p\x00%q\x00%d\x00" makes of fm, manager and the second.
+	b.WriteString("0x")
+	b.Write(strconv.AppendUint(b.AvailableBuffer(), uint64(reflect.ValueOf(fm).Pointer()), 16))
+	b.WriteByte(0)
+	b.Write(strconv.AppendQuote(b.AvailableBuffer(), manager))
+	b.WriteByte(0)
+	b.Write(strconv.AppendInt(b.AvailableBuffer(), now.Unix(), 10))
+	b.WriteByte(0)
 	shapePair(b, live, next, 0, "")
 	if b.Len() > maxTrackedKey {
-		return ""
+		return nil
 	}
-	return b.String()
+	return b.Bytes()
 }
+
+// keyBuffer is a buffer for trackedKey, kept between writes; put it back
+// with putKeyBuffer once the key is no longer read.
+func keyBuffer() *bytes.Buffer { return keyBuffers.Get().(*bytes.Buffer) }
+
+func putKeyBuffer(b *bytes.Buffer) {
+	if b.Cap() <= 4*maxTrackedKey {
+		b.Reset()
+		keyBuffers.Put(b)
+	}
+}
+
+// keyBuffers are trackedKey's buffers, kept between writes.
+var keyBuffers = sync.Pool{New: func() any { return bytes.NewBuffer(make([]byte, 0, 1024)) }}
 
 // verbatim reports whether the field at depth, named name under parent,
 // goes into the key whole: a top-level object's metadata.managedFields
@@ -110,7 +133,14 @@ func shapePair(b *bytes.Buffer, x, y any, depth int, name string) {
 		case verbatim(depth, name, k):
 			b.WriteByte('V')
 			writeKeyJSON(b, xv, inX)
-			writeKeyJSON(b, yv, inY)
+			if inX && inY && sameJSON(xv, yv) {
+				// The same value on both sides (a client sending back
+				// the managedFields it read): '=' where the second JSON
+				// would be, which no JSON text begins with.
+				b.WriteByte('=')
+			} else {
+				writeKeyJSON(b, yv, inY)
+			}
 		case inX && inY:
 			shapePair(b, xv, yv, depth+1, k)
 		case inX:
@@ -170,6 +200,39 @@ func shapeOne(b *bytes.Buffer, v any, depth int, name string) {
 	}
 }
 
+// sameJSON reports whether x and y, values as JSON decodes them, are
+// equal (and so encode alike); false for values of other types.
+func sameJSON(x, y any) bool {
+	switch x := x.(type) {
+	case map[string]any:
+		y, ok := y.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, xv := range x {
+			yv, ok := y[k]
+			if !ok || !sameJSON(xv, yv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := y.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !sameJSON(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case string, bool, float64, nil:
+		return scalarEqual(x, y)
+	}
+	return false
+}
+
 func isScalar(v any) bool {
 	switch v.(type) {
 	case map[string]any, []any:
@@ -204,7 +267,8 @@ func writeKeyJSON(b *bytes.Buffer, v any, present bool) {
 		b.WriteString("<absent>")
 		return
 	}
-	j, err := jsonvalue.Marshal(v)
+	// Encoded in place, in the buffer's free space.
+	j, err := jsonvalue.Append(b.AvailableBuffer(), v)
 	if err != nil {
 		fmt.Fprintf(b, "<%v>", err)
 		return

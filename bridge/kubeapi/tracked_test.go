@@ -2,6 +2,7 @@ package kubeapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/managedfields"
 )
 
 // TestTrackedMemo: field management through the memo gives what the field
@@ -161,4 +164,62 @@ func TestLiveViewIsLiveObject(t *testing.T) {
 			}
 		}
 	}
+}
+
+// trackedKey writes the field manager, the manager's name and the second
+// as fmt's "%p\x00%q\x00%d\x00" would, and the verbatim fields as their
+// JSON (the second side as '=' when it is the same value), whatever the
+// buffer it reuses held before; the memo finds a key by its bytes without
+// making a string of them.
+func TestTrackedKeyPrefixAndVerbatim(t *testing.T) {
+	fm := new(managedfields.FieldManager)
+	now := time.Unix(1_700_000_000, 0)
+	mf := []any{map[string]any{"manager": "crbench \"x\"", "operation": "Update", "time": "2026-01-02T03:04:05Z", "n": 1.0}}
+	mf2 := []any{map[string]any{"manager": "crbench \"x\"", "operation": "Update", "time": "2026-01-02T03:04:05Z", "n": 1.0}}
+	other := []any{map[string]any{"manager": "crbench \"x\"", "operation": "Update", "time": "2026-01-02T03:04:06Z", "n": 1.0}}
+	live := map[string]any{"metadata": map[string]any{"name": "a", "managedFields": mf}}
+	j, _ := json.Marshal(mf)
+	for _, tc := range []struct {
+		next any
+		want string
+	}{
+		{mf2, string(j) + "="},
+		{other, string(j) + mustJSON(t, other)},
+		{[]any{int64(1)}, string(j) + "[1]"},
+	} {
+		next := map[string]any{"metadata": map[string]any{"name": "a", "managedFields": tc.next, "annotations": map[string]any{"k": "<v>"}}}
+		for range 3 {
+			b := keyBuffer()
+			b.WriteString("left over from an earlier key")
+			b.Reset()
+			key := string(trackedKey(b, fm, "crbench \"x\"\u2028", now, live, next))
+			putKeyBuffer(b)
+			want := fmt.Sprintf("%p\x00%q\x00%d\x00", fm, "crbench \"x\"\u2028", now.Unix())
+			if !strings.HasPrefix(key, want) {
+				t.Fatalf("key %q, want the prefix %q", key, want)
+			}
+			a, _ := json.Marshal(next["metadata"].(map[string]any)["annotations"])
+			if !strings.Contains(key, `"managedFields"V`+tc.want+",") || !strings.Contains(key, `"annotations"V<absent>`+string(a)) {
+				t.Fatalf("key %q: want the managedFields %s and the annotations %s", key, tc.want, a)
+			}
+		}
+	}
+	memo := newTrackedMemo(4)
+	memo.put("k\x00ey", trackedResult{ok: true})
+	key := []byte("k\x00ey")
+	if r, ok := getByBytes(memo, key); !ok || !r.ok {
+		t.Fatal("a key put is not found by its bytes")
+	}
+	if n := testing.AllocsPerRun(100, func() { getByBytes(memo, key) }); n != 0 {
+		t.Fatalf("finding a key by its bytes allocates %v times", n)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -20,10 +20,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -80,6 +81,9 @@ type version struct {
 	cel        *cel.Validator
 	columns    []Column
 	served     bool
+	// open says the schema is the open one (openSchema): nothing to
+	// prune, default or validate.
+	open bool
 	// status and scale are the version's subresources.
 	status bool
 	scale  *Scale
@@ -206,7 +210,7 @@ func Compile(o *schemas.Object) (d *Definition, err error) {
 			return nil, Errors{{Field: path, Reason: err.Error()}}
 		}
 		ver := &version{name: v.Name, structural: s, validator: val,
-			cel: cel.NewValidator(s, true, celconfig.PerCallLimit)}
+			cel: cel.NewValidator(s, true, celconfig.PerCallLimit), open: openSchema(props)}
 		cols := v.AdditionalPrinterColumns
 		if len(cols) == 0 { // shared by every version, moved like the schema
 			cols = in.Spec.AdditionalPrinterColumns
@@ -239,7 +243,8 @@ func Compile(o *schemas.Object) (d *Definition, err error) {
 // Admit checks o, an object of the kind d defines, and returns it as it is
 // to be stored: pruned, defaulted and at the storage version. old is the
 // object stored now (nil when o is new); transition rules (oldSelf) see it.
-// Problems are Errors naming each field.
+// Problems are Errors naming each field. The object returned shares o's
+// metadata and status: neither is to be changed in place.
 func (d *Definition) Admit(o, old *schemas.Object) (_ *schemas.Object, err error) {
 	defer recoverInto(&err, "")
 	_, vname, _ := strings.Cut(o.GetApiVersion(), "/")
@@ -254,6 +259,13 @@ func (d *Definition) Admit(o, old *schemas.Object) (_ *schemas.Object, err error
 		errs = append(errs, &Error{Field: "metadata.namespace", Reason: fmt.Sprintf("is required: %s is namespaced", d.Key())})
 	case !d.Namespaced && ns != "":
 		errs = append(errs, &Error{Field: "metadata.namespace", Reason: fmt.Sprintf("must be empty: %s is cluster-scoped", d.Key())})
+	}
+	if sv := d.versions[d.Storage]; ver.open && (vname == d.Storage || sv == nil || sv.open) {
+		// Nothing of the object is unknown to an open schema.
+		if len(errs) > 0 {
+			return nil, errs
+		}
+		return admitOpen(d, o), nil
 	}
 	u := unstructuredOf(o)
 	unknown := pruning.PruneWithOptions(u, ver.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
@@ -293,15 +305,49 @@ func (d *Definition) Admit(o, old *schemas.Object) (_ *schemas.Object, err error
 			defaulting.Default(u, sv.structural)
 		}
 	}
-	out := proto.CloneOf(o)
-	out.ApiVersion = d.Group + "/" + d.Storage
 	spec, _ := u["spec"].(map[string]any)
 	s, err := structpb.NewStruct(spec)
 	if err != nil {
 		return nil, Errors{{Field: "spec", Reason: err.Error()}}
 	}
-	out.Spec = s
+	// o's metadata and status as they are, shared: the spec is the only
+	// part replaced, and neither side changes the rest in place.
+	out := &schemas.Object{ApiVersion: d.Group + "/" + d.Storage, Kind: o.GetKind(), Metadata: o.GetMetadata(), Spec: s, Status: o.GetStatus()}
+	if unknown := o.ProtoReflect().GetUnknown(); len(unknown) > 0 {
+		out.ProtoReflect().SetUnknown(slices.Clone(unknown))
+	}
 	return out, nil
+}
+
+// admitOpen is Admit for a version whose schema, and its storage
+// version's, is open (version.open): pruning keeps every field, nothing
+// has a default, no value can fail validation (an object is an object,
+// and nothing below it is constrained), and there are no list types or
+// rules. What is stored is then o at the storage version, its spec the
+// one the full path would rebuild (the same values: whole numbers go to
+// int64 and back), shared.
+func admitOpen(d *Definition, o *schemas.Object) *schemas.Object {
+	spec := o.GetSpec()
+	if spec == nil {
+		spec = &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	}
+	out := &schemas.Object{ApiVersion: d.Group + "/" + d.Storage, Kind: o.GetKind(), Metadata: o.GetMetadata(), Spec: spec, Status: o.GetStatus()}
+	if unknown := o.ProtoReflect().GetUnknown(); len(unknown) > 0 {
+		out.ProtoReflect().SetUnknown(slices.Clone(unknown))
+	}
+	return out
+}
+
+// openSchema reports whether props is the open schema: an object whose
+// unknown fields are kept, with nothing else said of it but a
+// description.
+func openSchema(props *apiextensions.JSONSchemaProps) bool {
+	if props == nil || props.XPreserveUnknownFields == nil || !*props.XPreserveUnknownFields {
+		return false
+	}
+	rest := *props
+	rest.Description, rest.XPreserveUnknownFields = "", nil
+	return reflect.DeepEqual(rest, apiextensions.JSONSchemaProps{Type: "object"})
 }
 
 // recoverInto turns a panic in the Kubernetes libraries, on input no test

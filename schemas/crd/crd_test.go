@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/jetplane/jetplane/projections"
 	"github.com/jetplane/jetplane/schemas"
 	"github.com/jetplane/jetplane/schemas/crd"
@@ -209,5 +212,31 @@ spec:
 	out, err := d.Admit(decode(t, "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}\nspec: {size: 2}\n")[0], nil)
 	if err != nil || out.GetSpec().GetFields()["size"].GetNumberValue() != 2 {
 		t.Fatalf("Admit = %v, %v", out, err)
+	}
+}
+
+// The admitted object is the input with its spec pruned, defaulted and at
+// the storage version, and nothing else changed; the input is left as it
+// was.
+func TestAdmitLeavesTheInputAndKeepsTheRest(t *testing.T) {
+	cat := crd.NewCatalog([]*schemas.Object{widgetCRD(t)})
+	in := decode(t, "apiVersion: example.com/v1alpha1\nkind: Widget\nmetadata: {name: w, namespace: ns, labels: {a: b}, annotations: {c: d}}\nspec: {size: 3}\n")[0]
+	in.Status = &schemas.Status{Phase: "Ready"}
+	in.ProtoReflect().SetUnknown(protowire.AppendTag(nil, 99, protowire.VarintType))
+	before := proto.CloneOf(in)
+	out, err := cat.Admit([]*schemas.Object{in}, crd.Admission{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(in, before) {
+		t.Fatalf("Admit changed its input: %v, was %v", in, before)
+	}
+	want := proto.CloneOf(before)
+	want.ApiVersion, want.Spec = "example.com/v1", out[0].Spec
+	if !proto.Equal(out[0], want) {
+		t.Fatalf("admitted %v, want %v", out[0], want)
+	}
+	if f := out[0].Spec.GetFields(); f["color"].GetStringValue() != "blue" || f["size"].GetNumberValue() != 3 {
+		t.Fatalf("spec %v", out[0].Spec)
 	}
 }
