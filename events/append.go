@@ -154,11 +154,10 @@ func (l *Log) Append(ctx context.Context, e Entry) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	ack, err := l.js.PublishMsg(ctx, m)
+	r, err := l.publish(ctx, m)
 	if err != nil {
 		return Result{}, fmt.Errorf("append %s: %w", keyTokens(e.Event.Key), l.storeFailed(translate(err)))
 	}
-	r := Result{Sequence: ack.Sequence, Duplicate: ack.Duplicate}
 	if err := l.durable(ctx); err != nil {
 		return r, fmt.Errorf("append %s: %w", keyTokens(e.Event.Key), err)
 	}
