@@ -238,56 +238,51 @@ func (l *Log) AppendBatch(ctx context.Context, entries []Entry) ([]Result, error
 // It is the fast path for writers whose entries are independent, such as a
 // bridge relaying watch events.
 func (l *Log) AppendAsync(ctx context.Context, entries []Entry) (results []Result, errs []error) {
-	futures := make([]jetstream.PubAckFuture, len(entries))
 	results = make([]Result, len(entries))
-	var failed []error
-	fail := func(i int, err error) {
-		if errs == nil {
-			errs = make([]error, len(entries))
-		}
-		errs[i] = err
-		failed = append(failed, err)
-	}
+	errs = make([]error, len(entries))
+	msgs := make([]*nats.Msg, len(entries))
+	failed := 0
 	broken := l.storeBroken()
 	for i, e := range entries {
 		if broken != nil {
-			fail(i, fmt.Errorf("append %s: %w", keyTokens(e.Event.Key), broken))
+			errs[i] = fmt.Errorf("append %s: %w", keyTokens(e.Event.Key), broken)
+			failed++
 			continue
 		}
 		m, err := l.msg(e)
 		if err != nil {
-			fail(i, err)
+			errs[i] = err
+			failed++
 			continue
 		}
-		f, err := l.js.PublishMsgAsync(m)
-		if err != nil {
-			fail(i, fmt.Errorf("append %s: %w", keyTokens(e.Event.Key), l.storeFailed(translate(err))))
-			continue
-		}
-		futures[i] = f
+		msgs[i] = m
 	}
-	for i, f := range futures {
-		if f == nil {
-			continue
-		}
-		select {
-		case ack := <-f.Ok():
-			results[i] = Result{Sequence: ack.Sequence, Duplicate: ack.Duplicate}
-		case err := <-f.Err():
-			fail(i, fmt.Errorf("append %s: %w", keyTokens(entries[i].Event.Key), l.storeFailed(translate(err))))
-		case <-ctx.Done():
-			fail(i, l.storeFailed(ctx.Err()))
+	sent := make([]error, len(entries))
+	l.pipeline(ctx, msgs, results, sent)
+	for i, err := range sent {
+		switch {
+		case err == nil:
+		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+			errs[i] = l.storeFailed(err)
+			failed++
+		default:
+			errs[i] = fmt.Errorf("append %s: %w", keyTokens(entries[i].Event.Key), l.storeFailed(translate(err)))
+			failed++
 		}
 	}
-	if len(failed) < len(entries) {
+	if failed < len(entries) {
 		// One wait covers every entry the server acknowledged.
 		if err := l.durable(ctx); err != nil {
 			for i := range entries {
-				if errs == nil || errs[i] == nil {
-					fail(i, fmt.Errorf("append %s: %w", keyTokens(entries[i].Event.Key), err))
+				if errs[i] == nil {
+					errs[i] = fmt.Errorf("append %s: %w", keyTokens(entries[i].Event.Key), err)
+					failed++
 				}
 			}
 		}
+	}
+	if failed == 0 {
+		return results, nil
 	}
 	return results, errs
 }
