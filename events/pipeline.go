@@ -26,6 +26,9 @@ type replies struct {
 	err    error
 	prefix string // the inbox and a dot; a reply subject is prefix+token
 	sub    *nats.Subscription
+	// closed is closed once the subscription has ended with its
+	// connection: no acknowledgement comes any more.
+	closed chan struct{}
 
 	mu      sync.Mutex
 	next    uint64
@@ -50,12 +53,17 @@ func (rs *replies) start(nc *nats.Conn) error {
 		inbox := nc.NewInbox()
 		rs.prefix = inbox + "."
 		rs.waiting = map[string]replyTo{}
+		rs.closed = make(chan struct{})
 		rs.sub, rs.err = nc.Subscribe(inbox+".*", rs.handle)
 		if rs.err == nil {
 			// Acknowledgements come as fast as the server stores: never
 			// drop one for a slow consumer (a dropped one would leave its
 			// append waiting for its context).
 			rs.err = rs.sub.SetPendingLimits(-1, -1)
+		}
+		if rs.err == nil {
+			var once sync.Once
+			rs.sub.SetClosedHandler(func(string) { once.Do(func() { close(rs.closed) }) })
 		}
 		if rs.err != nil {
 			rs.err = fmt.Errorf("subscribe to acknowledgements: %w", rs.err)
@@ -155,6 +163,14 @@ func (l *Log) pipelineWindow(ctx context.Context, msgs []*nats.Msg, res []Result
 			for i, t := range tokens {
 				if t != "" {
 					errs[i] = ctx.Err()
+				}
+			}
+			return
+		case <-l.replies.closed:
+			l.replies.forget(tokens)
+			for i, t := range tokens {
+				if t != "" {
+					errs[i] = nats.ErrConnectionClosed
 				}
 			}
 			return

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetplane/jetplane/events"
@@ -85,5 +86,45 @@ func TestAppendAsyncContextEnds(t *testing.T) {
 	_, errs := l.AppendAsync(ctx, []events.Entry{{Event: event(key("x"), ""), Expect: events.AnyVersion}})
 	if len(errs) != 1 || !errors.Is(errs[0], context.Canceled) {
 		t.Fatalf("errors %v, want context.Canceled", errs)
+	}
+}
+
+// An append waiting for its acknowledgement when the connection closes
+// fails at once, not after its timeout.
+func TestAppendEndsWithItsConnection(t *testing.T) {
+	srv, nc := testenv.NATS(t)
+	// Something takes the log's writes and never answers.
+	mute, err := srv.Connect("mute")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mute.Close()
+	got := make(chan struct{}, 1)
+	if _, err := mute.Subscribe(events.InputPrefix+".>", func(*nats.Msg) { got <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	if err := mute.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	l := events.LogWithoutStream(nc)
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Append(context.Background(), events.Entry{Event: event(key("x"), ""), Expect: events.AnyVersion})
+		done <- err
+	}()
+	select {
+	case <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the append never reached the subscriber")
+	}
+	began := time.Now()
+	nc.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, nats.ErrConnectionClosed) {
+			t.Fatalf("append: %v, want ErrConnectionClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("append still waiting %s after its connection closed", time.Since(began))
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -20,34 +19,64 @@ const publishTimeout = 15 * time.Second
 // publish sends m to the log and waits for the server's acknowledgement,
 // as jetstream.PublishMsg does — at most publishTimeout without a
 // deadline, again twice after a short wait while no server answers — but
-// reads the acknowledgement's usual form without reflection: every
-// single-object write and every status passes here. An acknowledgement
-// in any other form, an error among them, is decoded as JSON, and an
-// error comes back as the *jetstream.APIError PublishMsg would return.
+// through the log's acknowledgement subscription (replies), with a
+// timer rather than a derived context, and reading the acknowledgement's
+// usual form without reflection: every single-object write passes here.
+// An acknowledgement in any other form, an error among them, is decoded
+// as JSON, and an error comes back as the *jetstream.APIError PublishMsg
+// would return.
 func (l *Log) publish(ctx context.Context, m *nats.Msg) (Result, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, publishTimeout)
-		defer cancel()
-	}
-	resp, err := l.nc.RequestMsgWithContext(ctx, m)
-	for r := 0; errors.Is(err, nats.ErrNoResponders) && r < jetstream.DefaultPubRetryAttempts; r++ {
-		// A stream whose leader is changing has no responder for a moment.
-		t := time.NewTimer(jetstream.DefaultPubRetryWait)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-		resp, err = l.nc.RequestMsgWithContext(ctx, m)
-	}
-	if err != nil {
-		if errors.Is(err, nats.ErrNoResponders) {
-			return Result{}, jetstream.ErrNoStreamResponse
-		}
+	rs := &l.replies
+	if err := rs.start(l.nc); err != nil {
 		return Result{}, err
 	}
-	return parsePubAck(resp.Data)
+	var timeout <-chan time.Time
+	if _, ok := ctx.Deadline(); !ok {
+		t := time.NewTimer(publishTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	ch := make(chan reply, 1)
+	for attempt := 0; ; attempt++ {
+		subject, token := rs.expect(ch, 0)
+		m.Reply = subject
+		err := l.nc.PublishMsg(m)
+		m.Reply = ""
+		if err != nil {
+			rs.forget([]string{token})
+			return Result{}, err
+		}
+		var r reply
+		select {
+		case r = <-ch:
+		case <-ctx.Done():
+			rs.forget([]string{token})
+			return Result{}, ctx.Err()
+		case <-timeout:
+			rs.forget([]string{token})
+			return Result{}, context.DeadlineExceeded
+		case <-rs.closed:
+			rs.forget([]string{token})
+			return Result{}, nats.ErrConnectionClosed
+		}
+		if !isNoResponders(r.msg) {
+			return parsePubAck(r.msg.Data)
+		}
+		if attempt == jetstream.DefaultPubRetryAttempts {
+			return Result{}, jetstream.ErrNoStreamResponse
+		}
+		// A stream whose leader is changing has no responder for a moment.
+		wait := time.NewTimer(jetstream.DefaultPubRetryWait)
+		select {
+		case <-wait.C:
+		case <-ctx.Done():
+			wait.Stop()
+			return Result{}, ctx.Err()
+		case <-timeout:
+			wait.Stop()
+			return Result{}, context.DeadlineExceeded
+		}
+	}
 }
 
 // parsePubAck reads a stream's acknowledgement of one message.
