@@ -227,6 +227,16 @@ func (w *statusWriter) Flush() {
 
 func (s *Server) route(pattern string, h handler) {
 	name := pattern[strings.Index(pattern, " ")+1:]
+	// The route's own series, looked up once on first use (not at
+	// registration, which would export a zero series for every route):
+	// a lookup hashes the labels, and nearly every request is a 200.
+	var (
+		okOnce, latencyOnce sync.Once
+		ok                  prometheus.Counter
+		latency             prometheus.Observer
+	)
+	okSeries := func() { ok = s.reqs.WithLabelValues(name, "200") }
+	latencySeries := func() { latency = s.latency.WithLabelValues(name) }
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
@@ -262,9 +272,15 @@ func (s *Server) route(pattern string, h handler) {
 		if err != nil {
 			s.writeError(sw, r, err)
 		}
-		s.reqs.WithLabelValues(name, strconv.Itoa(sw.code)).Inc()
+		if sw.code == http.StatusOK {
+			okOnce.Do(okSeries)
+			ok.Inc()
+		} else {
+			s.reqs.WithLabelValues(name, strconv.Itoa(sw.code)).Inc()
+		}
 		if name != "/v1/watch" && name != "/v1/subscribe" {
-			s.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
+			latencyOnce.Do(latencySeries)
+			latency.Observe(time.Since(start).Seconds())
 		}
 	})
 }
