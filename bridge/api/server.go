@@ -244,8 +244,11 @@ func (s *Server) route(pattern string, h handler) {
 		if err == nil {
 			err = authorize(p, pattern, r)
 		}
+		// Parsed once for the checks and the handler (each parse of
+		// r.URL.Query() is a new map).
+		q := r.URL.Query()
 		if err == nil {
-			err = authorizeSecrets(p, r)
+			err = authorizeSecrets(p, q)
 		}
 		if err == nil {
 			var release func()
@@ -265,8 +268,8 @@ func (s *Server) route(pattern string, h handler) {
 		if err == nil {
 			if ready := s.cfg.Ready(); ready != nil && name != "/v1/history" && name != "/v1/clusters" && name != "/v1/version" && name != "/v1/verify" && name != "/v1/checkpoints" {
 				err = httpError(http.StatusServiceUnavailable, "not ready: "+ready.Error())
-			} else if err = s.resolveKind(r, name); err == nil {
-				err = h(sw, r.WithContext(withPrincipal(r.Context(), p)), "user/"+p.Name)
+			} else if err = s.resolveKind(r, q, name); err == nil {
+				err = h(sw, r.WithContext(withRequest(r.Context(), p, q)), "user/"+p.Name)
 			}
 		}
 		if err != nil {
@@ -367,7 +370,7 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, _ string) error {
 	if err != nil {
 		return bodyError(err)
 	}
-	query := r.URL.Query() // parsed once: each call parses the URL again
+	query := queryOf(r)
 	source := query.Get("source")
 	if source == "" {
 		source = "request body"
