@@ -1,14 +1,12 @@
 package events
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -166,155 +164,6 @@ func (l *Log) Append(ctx context.Context, e Entry) (Result, error) {
 	return r, nil
 }
 
-// publishTimeout bounds a publish whose context has no deadline, as the
-// log's jetstream client does (Open's WithDefaultTimeout).
-const publishTimeout = 15 * time.Second
-
-// publish is l.js.PublishMsg(ctx, m) with the acknowledgement read
-// without reflection when it has the usual shape (quickAck). Anything
-// else — no responders (which the client retries), an error, another
-// shape — goes the client's way, with its errors.
-func (l *Log) publish(ctx context.Context, m *nats.Msg) (Result, error) {
-	rctx := ctx
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		rctx, cancel = context.WithTimeout(ctx, publishTimeout)
-		defer cancel()
-	}
-	resp, err := l.nc.RequestMsgWithContext(rctx, m)
-	if errors.Is(err, nats.ErrNoResponders) {
-		// Nothing was stored: the client's own retries decide.
-		ack, err := l.js.PublishMsg(ctx, m)
-		if err != nil {
-			return Result{}, err
-		}
-		return Result{Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
-	}
-	if err != nil {
-		return Result{}, err
-	}
-	if seq, dup, ok := quickAck(resp.Data); ok {
-		return Result{Sequence: seq, Duplicate: dup}, nil
-	}
-	// As the client reads an acknowledgement.
-	var ack struct {
-		Error     *jetstream.APIError `json:"error"`
-		Stream    string              `json:"stream"`
-		Sequence  uint64              `json:"seq"`
-		Duplicate bool                `json:"duplicate"`
-	}
-	if err := json.Unmarshal(resp.Data, &ack); err != nil {
-		return Result{}, jetstream.ErrInvalidJSAck
-	}
-	if ack.Error != nil {
-		return Result{}, fmt.Errorf("nats: %w", ack.Error)
-	}
-	if ack.Stream == "" {
-		return Result{}, jetstream.ErrInvalidJSAck
-	}
-	return Result{Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
-}
-
-// quickAck reads an acknowledgement of the shape the server gives a
-// stored message — one flat object of "stream" (a string without
-// escapes, not empty), "seq" (digits), and optionally "domain" (a
-// string without escapes) and "duplicate" (true or false), separated by
-// commas and spaces — and reports false for anything else.
-func quickAck(b []byte) (seq uint64, dup, ok bool) {
-	i := 0
-	space := func() {
-		for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-			i++
-		}
-	}
-	str := func() (string, bool) {
-		if i >= len(b) || b[i] != '"' {
-			return "", false
-		}
-		j := i + 1
-		for j < len(b) && b[j] != '"' {
-			if b[j] == '\\' || b[j] < 0x20 || b[j] >= 0x80 {
-				return "", false
-			}
-			j++
-		}
-		if j >= len(b) {
-			return "", false
-		}
-		v := string(b[i+1 : j])
-		i = j + 1
-		return v, true
-	}
-	space()
-	if i >= len(b) || b[i] != '{' {
-		return 0, false, false
-	}
-	i++
-	var stream, gotSeq, gotDup, gotDomain bool
-	for {
-		space()
-		k, okk := str()
-		if !okk {
-			return 0, false, false
-		}
-		space()
-		if i >= len(b) || b[i] != ':' {
-			return 0, false, false
-		}
-		i++
-		space()
-		switch {
-		case k == "stream" && !stream:
-			v, okv := str()
-			if !okv || v == "" {
-				return 0, false, false
-			}
-			stream = true
-		case k == "domain" && !gotDomain:
-			if _, okv := str(); !okv {
-				return 0, false, false
-			}
-			gotDomain = true
-		case k == "seq" && !gotSeq:
-			j := i
-			for j < len(b) && b[j] >= '0' && b[j] <= '9' {
-				j++
-			}
-			n, err := strconv.ParseUint(string(b[i:j]), 10, 64)
-			if j == i || err != nil || (j-i > 1 && b[i] == '0') {
-				return 0, false, false
-			}
-			seq, gotSeq, i = n, true, j
-		case k == "duplicate" && !gotDup:
-			switch {
-			case bytes.HasPrefix(b[i:], []byte("true")):
-				dup, i = true, i+4
-			case bytes.HasPrefix(b[i:], []byte("false")):
-				i += 5
-			default:
-				return 0, false, false
-			}
-			gotDup = true
-		default:
-			return 0, false, false
-		}
-		space()
-		if i >= len(b) {
-			return 0, false, false
-		}
-		if b[i] == ',' {
-			i++
-			continue
-		}
-		if b[i] != '}' {
-			return 0, false, false
-		}
-		i++
-		space()
-		return seq, dup, stream && gotSeq && i == len(b)
-	}
-}
-
 // AppendBatch stores entries atomically: either every entry is stored, in
 // order and with contiguous sequences, or none is (a failed concurrency check
 // on any entry rejects the whole batch with ErrConflict). At most MaxBatch
@@ -389,56 +238,51 @@ func (l *Log) AppendBatch(ctx context.Context, entries []Entry) ([]Result, error
 // It is the fast path for writers whose entries are independent, such as a
 // bridge relaying watch events.
 func (l *Log) AppendAsync(ctx context.Context, entries []Entry) (results []Result, errs []error) {
-	futures := make([]jetstream.PubAckFuture, len(entries))
 	results = make([]Result, len(entries))
-	var failed []error
-	fail := func(i int, err error) {
-		if errs == nil {
-			errs = make([]error, len(entries))
-		}
-		errs[i] = err
-		failed = append(failed, err)
-	}
+	errs = make([]error, len(entries))
+	msgs := make([]*nats.Msg, len(entries))
+	failed := 0
 	broken := l.storeBroken()
 	for i, e := range entries {
 		if broken != nil {
-			fail(i, fmt.Errorf("append %s: %w", keyTokens(e.Event.Key), broken))
+			errs[i] = fmt.Errorf("append %s: %w", keyTokens(e.Event.Key), broken)
+			failed++
 			continue
 		}
 		m, err := l.msg(e)
 		if err != nil {
-			fail(i, err)
+			errs[i] = err
+			failed++
 			continue
 		}
-		f, err := l.js.PublishMsgAsync(m)
-		if err != nil {
-			fail(i, fmt.Errorf("append %s: %w", keyTokens(e.Event.Key), l.storeFailed(translate(err))))
-			continue
-		}
-		futures[i] = f
+		msgs[i] = m
 	}
-	for i, f := range futures {
-		if f == nil {
-			continue
-		}
-		select {
-		case ack := <-f.Ok():
-			results[i] = Result{Sequence: ack.Sequence, Duplicate: ack.Duplicate}
-		case err := <-f.Err():
-			fail(i, fmt.Errorf("append %s: %w", keyTokens(entries[i].Event.Key), l.storeFailed(translate(err))))
-		case <-ctx.Done():
-			fail(i, l.storeFailed(ctx.Err()))
+	sent := make([]error, len(entries))
+	l.pipeline(ctx, msgs, results, sent)
+	for i, err := range sent {
+		switch {
+		case err == nil:
+		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+			errs[i] = l.storeFailed(err)
+			failed++
+		default:
+			errs[i] = fmt.Errorf("append %s: %w", keyTokens(entries[i].Event.Key), l.storeFailed(translate(err)))
+			failed++
 		}
 	}
-	if len(failed) < len(entries) {
+	if failed < len(entries) {
 		// One wait covers every entry the server acknowledged.
 		if err := l.durable(ctx); err != nil {
 			for i := range entries {
-				if errs == nil || errs[i] == nil {
-					fail(i, fmt.Errorf("append %s: %w", keyTokens(entries[i].Event.Key), err))
+				if errs[i] == nil {
+					errs[i] = fmt.Errorf("append %s: %w", keyTokens(entries[i].Event.Key), err)
+					failed++
 				}
 			}
 		}
+	}
+	if failed == 0 {
+		return results, nil
 	}
 	return results, errs
 }

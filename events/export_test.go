@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -43,3 +44,9 @@ func FailDeletes(m *Members, err error) {
 
 // Beat makes one heartbeat of m, as its loop would.
 func Beat(ctx context.Context, m *Members) error { return m.beat(ctx) }
+
+// LogWithoutStream is a log on nc whose stream was never created: every
+// append reaches no responder.
+func LogWithoutStream(nc *nats.Conn) *Log {
+	return &Log{nc: nc, partitions: 1, group: &grouper{}}
+}

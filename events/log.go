@@ -109,6 +109,8 @@ type Log struct {
 	sync *durability
 	// syncFn is Config.Sync.
 	syncFn func(stream string, every bool) error
+	// replies receives the acknowledgements of AppendAsync's appends.
+	replies replies
 }
 
 // Open creates the stream or brings an existing one's settings up to date,

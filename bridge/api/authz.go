@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -288,18 +289,39 @@ func authorize(p *Principal, pattern string, r *http.Request) error {
 	return nil
 }
 
-type principalKey struct{}
+type requestKey struct{}
+
+// requestInfo is what route learned of a request before its handler:
+// who sends it and its query, parsed once.
+type requestInfo struct {
+	p *Principal
+	q url.Values
+}
 
 func withPrincipal(ctx context.Context, p *Principal) context.Context {
-	return context.WithValue(ctx, principalKey{}, p)
+	return context.WithValue(ctx, requestKey{}, &requestInfo{p: p})
+}
+
+// withRequest is ctx with the request's principal and its parsed query
+// (q must stay in step with the request's URL).
+func withRequest(ctx context.Context, p *Principal, q url.Values) context.Context {
+	return context.WithValue(ctx, requestKey{}, &requestInfo{p: p, q: q})
 }
 
 // principalOf is the request's principal (anonymous when none was set).
 func principalOf(ctx context.Context) *Principal {
-	if p, ok := ctx.Value(principalKey{}).(*Principal); ok {
-		return p
+	if ri, ok := ctx.Value(requestKey{}).(*requestInfo); ok && ri.p != nil {
+		return ri.p
 	}
 	return anonymous
+}
+
+// queryOf is r's query, parsed once by route when it went through route.
+func queryOf(r *http.Request) url.Values {
+	if ri, ok := r.Context().Value(requestKey{}).(*requestInfo); ok && ri.q != nil {
+		return ri.q
+	}
+	return r.URL.Query()
 }
 
 // gate is p as the gate knows it: user/<name>, its role and namespaces.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -68,8 +69,8 @@ func (a *allowRecorder) WriteHeader(code int)        { a.code = code }
 // hold it (package kinds): "deploy", "deployments" and "Deployment" all
 // become "Deployment.apps". History keeps a kind it cannot resolve as
 // written, since a key may have events from before this process started.
-func (s *Server) resolveKind(r *http.Request, route string) error {
-	q := r.URL.Query()
+// q is r's query, changed with it.
+func (s *Server) resolveKind(r *http.Request, q url.Values, route string) error {
 	name := q.Get("kind")
 	if name == "" {
 		return nil

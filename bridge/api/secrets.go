@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 
 	"google.golang.org/protobuf/proto"
 
@@ -24,8 +25,7 @@ const (
 
 // authorizeSecrets refuses (403) a request for secret values, or to shred
 // them, that p may not make.
-func authorizeSecrets(p *Principal, r *http.Request) error {
-	q := r.URL.Query()
+func authorizeSecrets(p *Principal, q url.Values) error {
 	if q.Get(showSecretsParam) == "true" && !p.CanSeeSecrets() {
 		return httpError(http.StatusForbidden, fmt.Sprintf("%s may not see secret values; ask an admin for a token with +secrets", p.Name))
 	}
@@ -44,7 +44,7 @@ func (s *Server) show(r *http.Request, o *schemas.Object) *schemas.Object {
 	if o == nil || !seal.Holds(o) {
 		return o
 	}
-	if r.URL.Query().Get(showSecretsParam) == "true" {
+	if queryOf(r).Get(showSecretsParam) == "true" {
 		return s.cfg.Sealer.Reveal(r.Context(), o)
 	}
 	return seal.Mask(o)

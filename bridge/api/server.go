@@ -236,6 +236,16 @@ func (w *statusWriter) Flush() {
 
 func (s *Server) route(pattern string, h handler) {
 	name := pattern[strings.Index(pattern, " ")+1:]
+	// The route's own series, looked up once on first use (not at
+	// registration, which would export a zero series for every route):
+	// a lookup hashes the labels, and nearly every request is a 200.
+	var (
+		okOnce, latencyOnce sync.Once
+		ok                  prometheus.Counter
+		latency             prometheus.Observer
+	)
+	okSeries := func() { ok = s.reqs.WithLabelValues(name, "200") }
+	latencySeries := func() { latency = s.latency.WithLabelValues(name) }
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
@@ -243,8 +253,11 @@ func (s *Server) route(pattern string, h handler) {
 		if err == nil {
 			err = authorize(p, pattern, r)
 		}
+		// Parsed once for the checks and the handler (each parse of
+		// r.URL.Query() is a new map).
+		q := r.URL.Query()
 		if err == nil {
-			err = authorizeSecrets(p, r)
+			err = authorizeSecrets(p, q)
 		}
 		if err == nil {
 			var release func()
@@ -264,16 +277,22 @@ func (s *Server) route(pattern string, h handler) {
 		if err == nil {
 			if ready := s.cfg.Ready(); ready != nil && name != "/v1/history" && name != "/v1/clusters" && name != "/v1/version" && name != "/v1/verify" && name != "/v1/checkpoints" {
 				err = httpError(http.StatusServiceUnavailable, "not ready: "+ready.Error())
-			} else if err = s.resolveKind(r, name); err == nil {
-				err = h(sw, r.WithContext(withPrincipal(r.Context(), p)), "user/"+p.Name)
+			} else if err = s.resolveKind(r, q, name); err == nil {
+				err = h(sw, r.WithContext(withRequest(r.Context(), p, q)), "user/"+p.Name)
 			}
 		}
 		if err != nil {
 			s.writeError(sw, r, err)
 		}
-		s.reqs.WithLabelValues(name, strconv.Itoa(sw.code)).Inc()
+		if sw.code == http.StatusOK {
+			okOnce.Do(okSeries)
+			ok.Inc()
+		} else {
+			s.reqs.WithLabelValues(name, strconv.Itoa(sw.code)).Inc()
+		}
 		if name != "/v1/watch" && name != "/v1/subscribe" {
-			s.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
+			latencyOnce.Do(latencySeries)
+			latency.Observe(time.Since(start).Seconds())
 		}
 	})
 }
@@ -360,7 +379,7 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, _ string) error {
 	if err != nil {
 		return bodyError(err)
 	}
-	query := r.URL.Query() // parsed once: each call parses the URL again
+	query := queryOf(r)
 	source := query.Get("source")
 	if source == "" {
 		source = "request body"

@@ -393,5 +393,6 @@ func (s *Server) Shutdown() {
 	s.done.Wait()
 	s.ns.Shutdown()
 	s.ns.WaitForShutdown()
+	s.closeSynced()
 	s.unlock()
 }

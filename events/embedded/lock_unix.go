@@ -43,11 +43,3 @@ func lockDir(dir string) (release func(), err error) {
 		})
 	}, nil
 }
-
-// inode is fi's inode number, 0 when the platform does not say.
-func inode(fi os.FileInfo) uint64 {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return uint64(st.Ino)
-	}
-	return 0
-}

@@ -41,7 +41,7 @@ func (s *Server) SyncStream(name string, every bool) error {
 		if err != nil || len(dirs) != 1 {
 			return fmt.Errorf("sync stream %s: found %d block directories under %s, want one", name, len(dirs), s.storeDir)
 		}
-		sf = &streamFiles{dir: dirs[0]}
+		sf = &streamFiles{dir: dirs[0], fsync: (*os.File).Sync}
 		// Without per-write fsyncs the server writes a new stream's
 		// metadata and makes its directories unsynced: make them last
 		// before its first write is counted durable.
@@ -60,10 +60,7 @@ func (s *Server) SyncStream(name string, every bool) error {
 		}
 		s.synced[name] = sf
 	}
-	if every {
-		sf.last = 0
-	}
-	return sf.sync()
+	return sf.sync(every)
 }
 
 // streamFiles is one stream's block directory and the newest block of
@@ -74,88 +71,113 @@ type streamFiles struct {
 	// from it on may hold acknowledged writes not yet synced; those
 	// before it are complete and were synced.
 	last int
-	// listed are the names of the blocks as the directory listed them,
-	// when the directory was last modified at listedAt (inode listedIno)
-	// and that was well before the listing: while the
-	// directory's modification time and inode stay those, no entry was
-	// added, removed or renamed since, and the listing is the one it
-	// would give again (listing it anew on every call was a sixth of the
-	// calls' CPU). nil: list it.
-	listed    []string
-	listedAt  time.Time
-	listedIno uint64
+	// kept is block last, held open between syncs (not on Windows,
+	// where an open file cannot be renamed over); keptInfo is its
+	// identity, dirMod the directory's modification time read before
+	// the scan that found it.
+	kept     *os.File
+	keptInfo os.FileInfo
+	dirMod   time.Time
+	// fsync is (*os.File).Sync; tests replace it to see what is synced.
+	fsync func(*os.File) error
 }
 
-// listingMargin is how long before a listing the directory's last
-// change must lie for the listing to be kept: far longer than the tick
-// of the clock that stamps directories, so that a change made after the
-// listing cannot carry the same time stamp.
-const listingMargin = time.Second
-
-// blocks lists the names of the stream's blocks, from the kept listing
-// when the directory has not changed since it was taken.
-func (sf *streamFiles) blocks() ([]string, error) {
-	fi, statErr := os.Stat(sf.dir)
-	if statErr == nil && sf.listed != nil && fi.ModTime().Equal(sf.listedAt) && inode(fi) == sf.listedIno {
-		return sf.listed, nil
+// sync fsyncs the blocks that may hold writes acknowledged since the
+// last sync, every block with every. While nothing but block last has
+// changed — the directory's modification time is as it was, block
+// last+1 does not exist, and block last is the file kept open — that is
+// one fsync of the kept file: no listing of the directory and no open.
+func (sf *streamFiles) sync(every bool) error {
+	if !every && sf.kept != nil && sf.unchanged() {
+		if err := sf.fsync(sf.kept); err != nil {
+			return fmt.Errorf("sync stream: %w", err)
+		}
+		return nil
 	}
-	start := time.Now()
-	ents, err := os.ReadDir(sf.dir)
+	if every {
+		sf.last = 0
+	}
+	return sf.scan()
+}
+
+// unchanged reports whether the block directory is as the last scan
+// left it but for writes to block last. Blocks are numbered in the order
+// the server adds them, so a block added since would be last+1: its
+// absence is checked as well as the directory's time, which the kernel
+// keeps at a coarse tick. A block rewritten into a new file (compaction)
+// is a different file under the same name.
+func (sf *streamFiles) unchanged() bool {
+	di, err := os.Stat(sf.dir)
+	if err != nil || !di.ModTime().Equal(sf.dirMod) {
+		return false
+	}
+	if _, err := os.Lstat(filepath.Join(sf.dir, strconv.Itoa(sf.last+1)+".blk")); !errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	fi, err := os.Stat(filepath.Join(sf.dir, strconv.Itoa(sf.last)+".blk"))
+	return err == nil && os.SameFile(fi, sf.keptInfo)
+}
+
+// scan lists the block directory and fsyncs every block from last on,
+// keeping the newest open for the next sync.
+func (sf *streamFiles) scan() error {
+	sf.close()
+	di, err := os.Stat(sf.dir)
 	if err != nil {
-		sf.listed = nil
-		return nil, err
+		return fmt.Errorf("sync stream: %w", err)
 	}
-	var names []string
-	for _, e := range ents {
-		n, ok := strings.CutSuffix(e.Name(), ".blk")
-		if !ok {
-			continue
-		}
-		if _, err := strconv.Atoi(n); err == nil {
-			names = append(names, e.Name())
-		}
-	}
-	sf.listed = nil
-	if statErr == nil && inode(fi) != 0 && fi.ModTime().Before(start.Add(-listingMargin)) {
-		sf.listed, sf.listedAt, sf.listedIno = names, fi.ModTime(), inode(fi)
-	}
-	return names, nil
-}
-
-func (sf *streamFiles) sync() error {
-	names, err := sf.blocks()
+	ents, err := os.ReadDir(sf.dir)
 	if err != nil {
 		return fmt.Errorf("sync stream: %w", err)
 	}
 	newest := sf.last
 	found, newBlock := false, false
-	for _, name := range names {
-		n, _ := strings.CutSuffix(name, ".blk")
+	for _, e := range ents {
+		n, ok := strings.CutSuffix(e.Name(), ".blk")
+		if !ok {
+			continue
+		}
 		i, err := strconv.Atoi(n)
 		if err != nil || i < sf.last {
 			continue
 		}
 		found = true
-		// Opened each time rather than kept: the server may rewrite a
-		// block into a new file (compaction), and an fsync of the old
-		// one would sync nothing written since.
-		if err := syncBlock(filepath.Join(sf.dir, name)); err != nil {
-			sf.listed = nil
+		// Opened at each scan: the server may have rewritten a block
+		// into a new file (compaction), and an fsync of the old one
+		// would sync nothing written since.
+		f, err := os.OpenFile(filepath.Join(sf.dir, e.Name()), os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("sync stream: %w", err)
+		}
+		if err := sf.fsync(f); err != nil {
+			f.Close()
 			return fmt.Errorf("sync stream: %w", err)
 		}
 		if i > sf.last || sf.last == 0 {
 			// A new block: its key (an encrypted store writes one beside
 			// it) must last too.
 			if err := syncFile(filepath.Join(sf.dir, n+".key")); err != nil && !errors.Is(err, os.ErrNotExist) {
+				f.Close()
 				return fmt.Errorf("sync stream: %w", err)
 			}
 			newBlock = true
+		}
+		if i >= newest && runtime.GOOS != "windows" {
+			if fi, err := f.Stat(); err == nil {
+				sf.close()
+				sf.kept, sf.keptInfo = f, fi
+				f = nil
+			}
+		}
+		if f != nil {
+			f.Close()
 		}
 		newest = max(newest, i)
 	}
 	// A new block's name in the directory must last too: once, after them all.
 	if newBlock && runtime.GOOS != "windows" {
 		if err := syncFile(sf.dir); err != nil {
+			sf.close()
 			return fmt.Errorf("sync stream: %w", err)
 		}
 	}
@@ -163,18 +185,16 @@ func (sf *streamFiles) sync() error {
 		return fmt.Errorf("sync stream: no block from %d.blk on in %s", sf.last, sf.dir)
 	}
 	sf.last = newest
+	sf.dirMod = di.ModTime()
 	return nil
 }
 
-// syncBlock fsyncs the block file name (a file: opened for writing, as
-// syncFile opens files, without asking first).
-func syncBlock(name string) error {
-	f, err := os.OpenFile(name, os.O_RDWR, 0)
-	if err != nil {
-		return err
+// close lets go of the kept block, if any.
+func (sf *streamFiles) close() {
+	if sf.kept != nil {
+		sf.kept.Close()
+		sf.kept, sf.keptInfo = nil, nil
 	}
-	defer f.Close()
-	return f.Sync()
 }
 
 func syncFile(name string) error {
@@ -194,4 +214,13 @@ func syncFile(name string) error {
 type syncState struct {
 	syncMu sync.Mutex
 	synced map[string]*streamFiles
+}
+
+// closeSynced lets go of the blocks SyncStream keeps open.
+func (s *syncState) closeSynced() {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	for _, sf := range s.synced {
+		sf.close()
+	}
 }

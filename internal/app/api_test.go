@@ -537,14 +537,19 @@ func TestHealthAndMetrics(t *testing.T) {
 		}
 	}
 	mustApply(t, c, cm("web", "", ""))
+	mustApply(t, c, cm("db", "", ""))
+	if _, err := c.Apply(context.Background(), "empty.yaml", nil, ""); err == nil {
+		t.Fatal("an apply without objects succeeded")
+	}
 	code, body := rawGet(t, a.URL()+"/metrics", nil)
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d", code)
 	}
 	for _, want := range []string{
-		`jetplane_api_requests_total{code="200",route="/v1/apply"} 1`,
-		"jetplane_projection_sequence 1",
-		"jetplane_projection_objects 1",
+		`jetplane_api_requests_total{code="200",route="/v1/apply"} 2`,
+		`jetplane_api_requests_total{code="400",route="/v1/apply"} 1`,
+		"jetplane_projection_sequence 2",
+		"jetplane_projection_objects 2",
 		"jetplane_api_request_seconds",
 	} {
 		if !strings.Contains(body, want) {
