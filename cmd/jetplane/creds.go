@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetplane/jetplane/events"
 	"github.com/jetplane/jetplane/events/auth"
+	"github.com/jetplane/jetplane/internal/atomicfile"
 )
 
 // newCreds is `jetplane creds`: NATS credentials of the embedded server,
@@ -84,7 +85,7 @@ Connect with the NKey seed in the file and the inbox prefix its comment names:
 				_, err = cmd.OutOrStdout().Write(data)
 				return err
 			}
-			if err := writeSecret(out, data); err != nil {
+			if err := atomicfile.Write(out, data, 0o600); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: the %s credential %q (mode 0600; it is a secret)\n", out, role, args[0])

@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
+
+	"github.com/jetplane/jetplane/internal/atomicfile"
 )
 
 // kubeconfig is the part of a kubeconfig file `jetplane kubeconfig`
@@ -88,7 +90,7 @@ embedded so the client trusts the server.`,
 				return err
 			}
 			// The file holds a token: readable by its owner only.
-			return writeSecret(out, b)
+			return atomicfile.Write(out, b, 0o600)
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write (mode 0600); default standard output")

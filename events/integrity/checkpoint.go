@@ -11,11 +11,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/jetplane/jetplane/events/chain"
+	"github.com/jetplane/jetplane/internal/atomicfile"
 )
 
 // Files in the integrity directory.
@@ -100,7 +100,7 @@ func OpenKeeper(dir, stream string) (*Keeper, error) {
 		if _, err := rand.Read(seed); err != nil {
 			return nil, err
 		}
-		if err := writeAtomic(keyPath, []byte(base64.StdEncoding.EncodeToString(seed)+"\n"), 0o600); err != nil {
+		if err := atomicfile.Write(keyPath, []byte(base64.StdEncoding.EncodeToString(seed)+"\n"), 0o600); err != nil {
 			return nil, fmt.Errorf("integrity: %w", err)
 		}
 	case err != nil:
@@ -168,7 +168,7 @@ func (k *Keeper) Add(seq uint64, head chain.Head, now time.Time, block uint32) (
 		buf.Write(b)
 		buf.WriteByte('\n')
 	}
-	if err := writeAtomic(filepath.Join(k.dir, CheckpointsFile), buf.Bytes(), 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(k.dir, CheckpointsFile), buf.Bytes(), 0o600); err != nil {
 		return c, fmt.Errorf("integrity: checkpoint: %w", err)
 	}
 	k.cps = cps
@@ -214,39 +214,6 @@ func readCheckpoints(path string) ([]Checkpoint, error) {
 		out = append(out, c)
 	}
 	return out, sc.Err()
-}
-
-// writeAtomic replaces path with data, synced, so that a crash leaves the
-// old file or the new one.
-func writeAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
 }
 
 // LoadCheckpoints reads the checkpoints of an integrity directory without

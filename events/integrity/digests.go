@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/jetplane/jetplane/events"
+	"github.com/jetplane/jetplane/internal/atomicfile"
 )
 
 // DigestsFile records the SHA-256 of every snapshot the instance stored.
@@ -62,7 +63,7 @@ func digest(b []byte) string { h := sha256.Sum256(b); return hex.EncodeToString(
 
 func (s *Snapshots) save() error {
 	b, _ := json.MarshalIndent(s.digests, "", " ")
-	return writeAtomic(s.path, b, 0o600)
+	return atomicfile.Write(s.path, b, 0o600)
 }
 
 // Put stores the snapshot and records its digest.

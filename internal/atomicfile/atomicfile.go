@@ -1,15 +1,16 @@
-package main
+// Package atomicfile replaces files whole: a crash leaves the old file or
+// the new one, never a part of either.
+package atomicfile
 
 import (
 	"os"
 	"path/filepath"
 )
 
-// writeSecret writes a file that holds a secret (a credential's seed, a
-// token): readable by its owner only, whatever mode a file of that name
-// had before (os.WriteFile keeps an existing file's mode), and whole or
-// not at all — a new file beside it, synced, renamed over it.
-func writeSecret(path string, data []byte) error {
+// Write replaces path with data and mode perm, whatever mode a file of
+// that name had before (os.WriteFile keeps an existing file's mode): a new
+// file beside it, synced, renamed over it, and the directory synced.
+func Write(path string, data []byte, perm os.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
@@ -20,8 +21,7 @@ func writeSecret(path string, data []byte) error {
 		os.Remove(tmp)
 		return err
 	}
-	// CreateTemp makes the file 0600 already; said again for clarity.
-	if err := f.Chmod(0o600); err != nil {
+	if err := f.Chmod(perm); err != nil {
 		return fail(err)
 	}
 	if _, err := f.Write(data); err != nil {
@@ -37,6 +37,10 @@ func writeSecret(path string, data []byte) error {
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
 		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		d.Close()
 	}
 	return nil
 }

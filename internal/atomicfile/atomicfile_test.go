@@ -1,4 +1,4 @@
-package main
+package atomicfile
 
 import (
 	"os"
@@ -8,13 +8,13 @@ import (
 
 // A secret written over a file anyone could read is readable by its
 // owner only afterwards, and nothing is left beside it.
-func TestWriteSecretOverAReadableFile(t *testing.T) {
+func TestWriteOverAReadableFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "widgets.creds")
 	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeSecret(path, []byte("new seed")); err != nil {
+	if err := Write(path, []byte("new seed"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(path)
