@@ -111,13 +111,10 @@ func (rs *replies) forget(tokens []string) {
 // next send, then waits for them all: res[i] and errs[i] are msgs[i]'s,
 // errs[i] already translated. A message nobody answered (no responders:
 // the stream's leader is changing) is sent again on its own, as publish
-// does. Without a deadline the wait is bounded by publishTimeout.
+// does. Without a deadline the wait for each window is bounded by
+// publishTimeout. Once ctx has ended nothing more is sent: the messages
+// not sent fail with its error.
 func (l *Log) pipeline(ctx context.Context, msgs []*nats.Msg, res []Result, errs []error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, publishTimeout)
-		defer cancel()
-	}
 	if err := l.replies.start(l.nc); err != nil {
 		for i := range msgs {
 			errs[i] = err
@@ -131,11 +128,20 @@ func (l *Log) pipeline(ctx context.Context, msgs []*nats.Msg, res []Result, errs
 }
 
 func (l *Log) pipelineWindow(ctx context.Context, msgs []*nats.Msg, res []Result, errs []error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, publishTimeout)
+		defer cancel()
+	}
 	ch := make(chan reply, len(msgs))
 	tokens := make([]string, len(msgs))
 	waiting := 0
 	for i, m := range msgs {
 		if m == nil {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			errs[i] = err
 			continue
 		}
 		m.Reply, tokens[i] = l.replies.expect(ch, i)

@@ -89,6 +89,28 @@ func TestAppendAsyncContextEnds(t *testing.T) {
 	}
 }
 
+// A write whose context has ended is not sent: its caller is told it
+// failed, so it must not be in the log.
+func TestAppendWithAnEndedContextStoresNothing(t *testing.T) {
+	l := testenv.Log(t, events.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.Append(ctx, events.Entry{Event: event(key("x"), ""), Expect: events.AnyVersion}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("append: %v, want context.Canceled", err)
+	}
+	if _, errs := l.AppendAsync(ctx, []events.Entry{{Event: event(key("y"), ""), Expect: events.AnyVersion}}); !errors.Is(errs[0], context.Canceled) {
+		t.Fatalf("append async: %v, want context.Canceled", errs[0])
+	}
+	// A later write flushes anything sent before it to the stream.
+	res, err := l.Append(context.Background(), events.Entry{Event: event(key("z"), ""), Expect: events.AnyVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sequence != 1 {
+		t.Fatalf("the first write stored at %d: writes with an ended context were stored", res.Sequence)
+	}
+}
+
 // An append waiting for its acknowledgement when the connection closes
 // fails at once, not after its timeout.
 func TestAppendEndsWithItsConnection(t *testing.T) {

@@ -38,6 +38,11 @@ func (l *Log) publish(ctx context.Context, m *nats.Msg) (Result, error) {
 	}
 	ch := make(chan reply, 1)
 	for attempt := 0; ; attempt++ {
+		// An ended context sends nothing, as PublishMsg does: its
+		// caller is told the write failed, so it must not be stored.
+		if err := ctx.Err(); err != nil {
+			return Result{}, err
+		}
 		subject, token := rs.expect(ch, 0)
 		m.Reply = subject
 		err := l.nc.PublishMsg(m)

@@ -122,6 +122,7 @@ func (sf *streamFiles) unchanged() bool {
 // keeping the newest open for the next sync.
 func (sf *streamFiles) scan() error {
 	sf.close()
+	began := time.Now()
 	di, err := os.Stat(sf.dir)
 	if err != nil {
 		return fmt.Errorf("sync stream: %w", err)
@@ -185,7 +186,16 @@ func (sf *streamFiles) scan() error {
 		return fmt.Errorf("sync stream: no block from %d.blk on in %s", sf.last, sf.dir)
 	}
 	sf.last = newest
-	sf.dirMod = di.ModTime()
+	// The directory's time moves at a coarse tick on some filesystems
+	// (a second): a change made in the same tick as the listing would
+	// leave it as it was. A time that recent is not kept, so the next
+	// round lists again; block numbers may skip (the server skips one
+	// when it empties its last block), and last+1's absence alone would
+	// not see such a block.
+	sf.dirMod = time.Time{}
+	if began.Sub(di.ModTime()) >= time.Second {
+		sf.dirMod = di.ModTime()
+	}
 	return nil
 }
 

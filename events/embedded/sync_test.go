@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"time"
 )
 
 // A block directory laid out as the server lays it out, and a
@@ -144,4 +145,36 @@ func TestStreamFilesMissingBlocks(t *testing.T) {
 	if err := s.sf.sync(false); err == nil {
 		t.Fatal("sync of a directory whose blocks are gone succeeded")
 	}
+}
+
+// A block added in the same tick of the directory's time as the listing
+// before it (a filesystem that keeps the time in seconds), with a number
+// that skips one (the server skips a number when it empties its last
+// block), is still found: a listing that recent is not trusted.
+func TestStreamFilesBlockAddedInTheListingsTick(t *testing.T) {
+	s := newSyncedFiles(t)
+	s.write("1.blk")
+	s.sync(false, "1.blk")
+	before, err := os.Stat(s.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.write("3.blk")
+	if err := os.Chtimes(s.dir, before.ModTime(), before.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	s.sync(false, "1.blk", "3.blk")
+
+	// A directory unchanged for long is trusted: the next round fsyncs
+	// the kept block alone, without listing.
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(s.dir, old, old); err != nil {
+		t.Fatal(err)
+	}
+	s.sync(false, "3.blk")
+	if s.sf.dirMod.IsZero() {
+		t.Fatal("the listing of a directory unchanged for an hour was not kept")
+	}
+	s.write("3.blk")
+	s.sync(false, "3.blk")
 }
