@@ -260,7 +260,7 @@ func (d *Definition) Admit(o, old *schemas.Object) (_ *schemas.Object, err error
 	case !d.Namespaced && ns != "":
 		errs = append(errs, &Error{Field: "metadata.namespace", Reason: fmt.Sprintf("must be empty: %s is cluster-scoped", d.Key())})
 	}
-	if sv := d.versions[d.Storage]; ver.open && (vname == d.Storage || sv == nil || sv.open) {
+	if sv := d.versions[d.Storage]; ver.open && (vname == d.Storage || sv == nil || sv.open) && !negativeZero(o.GetSpec()) {
 		// Nothing of the object is unknown to an open schema.
 		if len(errs) > 0 {
 			return nil, errs
@@ -336,6 +336,38 @@ func admitOpen(d *Definition, o *schemas.Object) *schemas.Object {
 		out.ProtoReflect().SetUnknown(slices.Clone(unknown))
 	}
 	return out
+}
+
+// negativeZero reports whether a number in s is -0, which the full path
+// stores as 0 (a whole number goes to int64 and back) and the short one
+// would keep.
+func negativeZero(s *structpb.Struct) bool {
+	var walk func(v *structpb.Value) bool
+	walk = func(v *structpb.Value) bool {
+		switch k := v.GetKind().(type) {
+		case *structpb.Value_NumberValue:
+			return k.NumberValue == 0 && math.Signbit(k.NumberValue)
+		case *structpb.Value_StructValue:
+			for _, f := range k.StructValue.GetFields() {
+				if walk(f) {
+					return true
+				}
+			}
+		case *structpb.Value_ListValue:
+			for _, e := range k.ListValue.GetValues() {
+				if walk(e) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, f := range s.GetFields() {
+		if walk(f) {
+			return true
+		}
+	}
+	return false
 }
 
 // openSchema reports whether props is the open schema: an object whose

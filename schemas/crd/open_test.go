@@ -1,6 +1,7 @@
 package crd
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -68,7 +69,7 @@ func TestAdmitOpenIsTheFullPath(t *testing.T) {
 		nil,
 		map[string]any{},
 		map[string]any{"size": 3.0},
-		map[string]any{"n": []any{1.0, -0.0, 0.5, 1e300, -1e-300, math.Pow(2, 53), math.Pow(2, 53) + 2, math.Pow(2, 64), -math.Pow(2, 63)}},
+		map[string]any{"n": []any{1.0, math.Copysign(0, -1), 0.5, 1e300, -1e-300, math.Pow(2, 53), math.Pow(2, 53) + 2, math.Pow(2, 64), -math.Pow(2, 63)}},
 		map[string]any{"s": "ünïcödé \u2028 <&>", "b": true, "z": nil, "l": []any{map[string]any{"a": []any{}}, nil, "x"}},
 		map[string]any{"metadata": map[string]any{"name": "inner"}, "apiVersion": "v9", "kind": "Other", "status": map[string]any{"phase": "X"}},
 	}
@@ -94,7 +95,10 @@ func TestAdmitOpenIsTheFullPath(t *testing.T) {
 				if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 					t.Fatalf("spec %d %s %q: error %v, the full path's %v", i, apiVersion, ns, gotErr, wantErr)
 				}
-				if !proto.Equal(got, want) {
+				// proto.Equal holds -0 and 0 equal; their bytes differ.
+				gb, _ := proto.MarshalOptions{Deterministic: true}.Marshal(got)
+				wb, _ := proto.MarshalOptions{Deterministic: true}.Marshal(want)
+				if !proto.Equal(got, want) || !bytes.Equal(gb, wb) {
 					t.Fatalf("spec %d %s %q: admitted %v, the full path %v", i, apiVersion, ns, got, want)
 				}
 				if !proto.Equal(o, before) {
