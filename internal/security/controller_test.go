@@ -3,8 +3,6 @@ package security
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,15 +25,7 @@ const widgetKind, gadgetKind = "Widget.example.com", "Gadget.example.com"
 // connects with it.
 func connectController(t *testing.T, a *app.App, name string, kinds ...string) (*events.ControllerLog, *nats.Conn, *violations) {
 	t.Helper()
-	data, err := a.Creds().CreateWithKinds(auth.RoleController, name, kinds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), name+".creds")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	nc, v := connectWith(t, a.NATSURL(), path)
+	nc, v := connectWith(t, a.NATSURL(), credFile(t, a, auth.RoleController, name, kinds...))
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	l, err := events.OpenController(ctx, nc, name)

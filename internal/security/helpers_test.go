@@ -149,11 +149,11 @@ func (v *violations) waitFor(t *testing.T, subject string) {
 	}
 }
 
-// connectAs creates a credential of role and name on a's store, writes it
-// to a file and connects with it.
-func connectAs(t *testing.T, a *app.App, role auth.Role, name string) (*nats.Conn, *violations) {
+// credFile creates the credential role name (a controller's of kinds) on
+// a's store and writes its file, as `jetplane creds create -o` does.
+func credFile(t *testing.T, a *app.App, role auth.Role, name string, kinds ...string) string {
 	t.Helper()
-	data, err := a.Creds().Create(role, name)
+	data, err := a.Creds().CreateWithKinds(role, name, kinds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,14 @@ func connectAs(t *testing.T, a *app.App, role auth.Role, name string) (*nats.Con
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return connectWith(t, a.NATSURL(), path)
+	return path
+}
+
+// connectAs creates a credential of role and name on a's store, writes it
+// to a file and connects with it.
+func connectAs(t *testing.T, a *app.App, role auth.Role, name string) (*nats.Conn, *violations) {
+	t.Helper()
+	return connectWith(t, a.NATSURL(), credFile(t, a, role, name))
 }
 
 func connectWith(t *testing.T, url, creds string) (*nats.Conn, *violations) {

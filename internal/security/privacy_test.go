@@ -1,12 +1,9 @@
 package security
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -35,32 +32,18 @@ func (widgetsOnly) Reconcile(context.Context, *schemas.Object) (controller.Statu
 
 func (widgetsOnly) Delete(context.Context, *schemas.Object) error { return nil }
 
-// credFile creates the credential role name (a controller's of kinds) on
-// a's store and writes its file, as `jetplane creds create -o` does.
-func credFile(t *testing.T, a *app.App, role auth.Role, name string, kinds ...string) (string, []byte) {
+// prefixOf is what the creds file at path says its consumers' names
+// start with, or fallback (what its holder would pick) when it names none.
+func prefixOf(t *testing.T, path, fallback string) string {
 	t.Helper()
-	data, err := a.Creds().CreateWithKinds(role, name, kinds)
+	p, err := events.CredsConsumerPrefix(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), name+".creds")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
+	if p == "" {
+		return fallback
 	}
-	return path, data
-}
-
-// consumerPrefix is what a credential's file says its consumers' names
-// start with ("# consumer-prefix: P"), read as a person would; a file
-// without one names none, and fallback is what its holder would pick.
-func consumerPrefix(data []byte, fallback string) string {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		if p, ok := strings.CutPrefix(sc.Text(), "# consumer-prefix: "); ok {
-			return strings.TrimSpace(p)
-		}
-	}
-	return fallback
+	return p
 }
 
 // consumersOf lists, as the instance sees them, the log's consumers whose
@@ -111,7 +94,7 @@ func TestOutsideCredentialsCannotReachOthersConsumers(t *testing.T) {
 
 	// The victims: controller widgets, running, and subscriber audit's
 	// consumer, named as its credential file says (or after itself).
-	widgetsCreds, widgetsData := credFile(t, a, auth.RoleController, "widgets", widgetKind)
+	widgetsCreds := credFile(t, a, auth.RoleController, "widgets", widgetKind)
 	connectWith(t, a.NATSURL(), widgetsCreds) // once the server admits it
 	done := make(chan error, 1)
 	go func() {
@@ -123,7 +106,7 @@ func TestOutsideCredentialsCannotReachOthersConsumers(t *testing.T) {
 			t.Errorf("controller widgets: %v", err)
 		}
 	})
-	widgetsPrefix := consumerPrefix(widgetsData, events.ControllerConsumerPrefix+"widgets")
+	widgetsPrefix := prefixOf(t, widgetsCreds, events.ControllerConsumerPrefix+"widgets")
 	applyWidget := func(name string, size int) {
 		t.Helper()
 		doc := fmt.Sprintf("apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: %s, namespace: shop}\nspec: {size: %d}\n", name, size)
@@ -139,13 +122,13 @@ func TestOutsideCredentialsCannotReachOthersConsumers(t *testing.T) {
 	applyWidget("w1", 1)
 	pollUntil(t, "widgets' partition consumers", func() bool { return len(consumersOf(t, ijs, widgetsPrefix)) == a.Log().Partitions() })
 
-	auditCreds, auditData := credFile(t, a, auth.RoleSubscriber, "audit")
+	auditCreds := credFile(t, a, auth.RoleSubscriber, "audit")
 	anc, _ := connectWith(t, a.NATSURL(), auditCreds)
 	ajs, err := jetstream.New(anc, jetstream.WithDefaultTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	auditConsumer := consumerPrefix(auditData, "audit")
+	auditConsumer := prefixOf(t, auditCreds, "audit")
 	if _, err := ajs.CreateConsumer(ctx, events.StreamName, jetstream.ConsumerConfig{
 		Durable: auditConsumer, FilterSubject: "jp.ev.>", AckPolicy: jetstream.AckExplicitPolicy,
 	}); err != nil {
@@ -177,8 +160,8 @@ func TestOutsideCredentialsCannotReachOthersConsumers(t *testing.T) {
 		}
 	}
 
-	thiefCreds, _ := credFile(t, a, auth.RoleSubscriber, "thief")
-	gadgetsCreds, _ := credFile(t, a, auth.RoleController, "gadgets", gadgetKind)
+	thiefCreds := credFile(t, a, auth.RoleSubscriber, "thief")
+	gadgetsCreds := credFile(t, a, auth.RoleController, "gadgets", gadgetKind)
 	for _, attacker := range []struct{ name, creds string }{{"subscriber", thiefCreds}, {"controller", gadgetsCreds}} {
 		t.Run(attacker.name, func(t *testing.T) {
 			nc, v := connectWith(t, a.NATSURL(), attacker.creds)
